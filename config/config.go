@@ -1,0 +1,268 @@
+// Package config loads and validates gateway.yaml: one struct, defaults
+// applied in one place, unknown keys rejected, every error naming its key.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole deployment as the gateway sees it.
+type Config struct {
+	// Listen is the MySQL protocol address for clients. Default
+	// 127.0.0.1:15306.
+	Listen string `yaml:"listen"`
+	// HTTPListen serves /healthz (and later metrics and status). Default
+	// 127.0.0.1:15000; "off" disables it.
+	HTTPListen string `yaml:"http_listen"`
+	// Log configures logging.
+	Log Log `yaml:"log"`
+	// Users may connect to the gateway. At least one.
+	Users []User `yaml:"users"`
+	// Clusters are the backends. At least one.
+	Clusters []Cluster `yaml:"clusters"`
+	// MaxAllowedPacket bounds a client packet in bytes. Default 64 MiB
+	// (the largest packet a client may send; larger ones close the client
+	// with error 1153).
+	MaxAllowedPacket int `yaml:"max_allowed_packet"`
+	// ShutdownTimeout bounds how long SIGTERM waits for statements in
+	// flight. Default 10s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// ServerVersion is announced to clients. Default: the version of the
+	// first backend reached at start, else "10.11.0-MariaDB-directgate".
+	ServerVersion string `yaml:"server_version"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Level is trace, debug, info, warn or error. Default info.
+	Level string `yaml:"level"`
+	// Format is text or json. Default text.
+	Format string `yaml:"format"`
+}
+
+// User is an account clients log in with.
+type User struct {
+	// User is the name. Required, unique.
+	User string `yaml:"user"`
+	// Password in clear text. Empty means no password.
+	Password string `yaml:"password"`
+	// Cluster the user's sessions go to. Default: the first cluster.
+	Cluster string `yaml:"cluster"`
+}
+
+// Cluster is one primary (and later its replicas) with the account the
+// gateway uses to reach it.
+type Cluster struct {
+	// Name identifies the cluster in logs and errors. Required, unique.
+	Name string `yaml:"name"`
+	// BackendUser and BackendPassword are the account the gateway's pools
+	// log in with. BackendUser is required.
+	BackendUser     string `yaml:"backend_user"`
+	BackendPassword string `yaml:"backend_password"`
+	// Backends are host:port addresses. The first is the primary until
+	// health checking lands. At least one.
+	Backends []string `yaml:"backends"`
+	// Pool sizes the connection pool of each backend.
+	Pool Pool `yaml:"pool"`
+}
+
+// Pool sizes one backend's connection pool.
+type Pool struct {
+	// Size is the maximum number of open connections. Default 64.
+	Size int `yaml:"size"`
+	// MinIdle connections are opened at start and kept open. Default 4.
+	MinIdle *int `yaml:"min_idle"`
+	// MaxDials limits connections being opened at once. Default 4.
+	MaxDials int `yaml:"max_dials"`
+	// IdleTimeout closes connections idle this long (above MinIdle).
+	// Default 5m; 0 never.
+	IdleTimeout *time.Duration `yaml:"idle_timeout"`
+	// MaxLifetime closes connections this old, jittered by up to 10%.
+	// Default 30m; 0 never.
+	MaxLifetime *time.Duration `yaml:"max_lifetime"`
+	// AcquireTimeout is how long a statement waits for a free connection
+	// before it fails with error 1040. Default 2s.
+	AcquireTimeout time.Duration `yaml:"acquire_timeout"`
+	// DialTimeout bounds opening one connection. Default 5s.
+	DialTimeout time.Duration `yaml:"dial_timeout"`
+}
+
+// Load reads, defaults and validates the file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data)
+}
+
+// Parse decodes YAML, rejecting unknown keys, then applies defaults and
+// validates.
+func Parse(data []byte) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c.ApplyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// ApplyDefaults fills every unset key with its default.
+func (c *Config) ApplyDefaults() {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:15306"
+	}
+	if c.HTTPListen == "" {
+		c.HTTPListen = "127.0.0.1:15000"
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+	if c.MaxAllowedPacket == 0 {
+		c.MaxAllowedPacket = 64 << 20
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 10 * time.Second
+	}
+	for i := range c.Users {
+		if c.Users[i].Cluster == "" && len(c.Clusters) > 0 {
+			c.Users[i].Cluster = c.Clusters[0].Name
+		}
+	}
+	for i := range c.Clusters {
+		p := &c.Clusters[i].Pool
+		if p.Size == 0 {
+			p.Size = 64
+		}
+		if p.MinIdle == nil {
+			p.MinIdle = ptr(min(4, p.Size))
+		}
+		if p.MaxDials == 0 {
+			p.MaxDials = 4
+		}
+		if p.IdleTimeout == nil {
+			p.IdleTimeout = ptr(5 * time.Minute)
+		}
+		if p.MaxLifetime == nil {
+			p.MaxLifetime = ptr(30 * time.Minute)
+		}
+		if p.AcquireTimeout == 0 {
+			p.AcquireTimeout = 2 * time.Second
+		}
+		if p.DialTimeout == 0 {
+			p.DialTimeout = 5 * time.Second
+		}
+	}
+}
+
+// Validate checks the configuration and names the first bad key.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	checkAddr := func(key, addr string) {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			bad(key, "%q is not host:port", addr)
+		}
+	}
+	checkAddr("listen", c.Listen)
+	if c.HTTPListen != "off" {
+		checkAddr("http_listen", c.HTTPListen)
+	}
+	switch strings.ToLower(c.Log.Level) {
+	case "trace", "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "%q is not one of trace, debug, info, warn, error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		bad("log.format", "%q is not text or json", c.Log.Format)
+	}
+	if c.MaxAllowedPacket < 1024 || c.MaxAllowedPacket > 1<<30 {
+		bad("max_allowed_packet", "%d is outside 1024..1073741824", c.MaxAllowedPacket)
+	}
+	if c.ShutdownTimeout < 0 {
+		bad("shutdown_timeout", "must not be negative")
+	}
+	if len(c.Clusters) == 0 {
+		bad("clusters", "at least one cluster is required")
+	}
+	names := map[string]bool{}
+	for i, cl := range c.Clusters {
+		k := fmt.Sprintf("clusters[%d]", i)
+		if cl.Name == "" {
+			bad(k+".name", "required")
+		} else if names[cl.Name] {
+			bad(k+".name", "%q is used twice", cl.Name)
+		}
+		names[cl.Name] = true
+		if cl.BackendUser == "" {
+			bad(k+".backend_user", "required")
+		}
+		if len(cl.Backends) == 0 {
+			bad(k+".backends", "at least one backend is required")
+		}
+		for j, b := range cl.Backends {
+			checkAddr(fmt.Sprintf("%s.backends[%d]", k, j), b)
+		}
+		p := cl.Pool
+		if p.Size < 1 {
+			bad(k+".pool.size", "must be at least 1")
+		}
+		if *p.MinIdle < 0 || *p.MinIdle > p.Size {
+			bad(k+".pool.min_idle", "must be between 0 and pool.size (%d)", p.Size)
+		}
+		if p.MaxDials < 1 {
+			bad(k+".pool.max_dials", "must be at least 1")
+		}
+		if *p.IdleTimeout < 0 {
+			bad(k+".pool.idle_timeout", "must not be negative")
+		}
+		if *p.MaxLifetime < 0 {
+			bad(k+".pool.max_lifetime", "must not be negative")
+		}
+		if p.AcquireTimeout < 0 {
+			bad(k+".pool.acquire_timeout", "must not be negative")
+		}
+		if p.DialTimeout < 0 {
+			bad(k+".pool.dial_timeout", "must not be negative")
+		}
+	}
+	if len(c.Users) == 0 {
+		bad("users", "at least one user is required")
+	}
+	users := map[string]bool{}
+	for i, u := range c.Users {
+		k := fmt.Sprintf("users[%d]", i)
+		if u.User == "" {
+			bad(k+".user", "required")
+		} else if users[u.User] {
+			bad(k+".user", "%q is listed twice", u.User)
+		}
+		users[u.User] = true
+		if u.Cluster != "" && !names[u.Cluster] {
+			bad(k+".cluster", "no cluster is named %q", u.Cluster)
+		}
+	}
+	return errors.Join(errs...)
+}

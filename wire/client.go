@@ -1,0 +1,331 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+)
+
+// BackendCaps are the capabilities the gateway asks for on backend
+// connections. Backends speak the classic EOF protocol; the relay converts
+// for CLIENT_DEPRECATE_EOF clients, so one pool serves both kinds.
+// CLIENT_FOUND_ROWS is added per pool; multi-statements are switched per
+// session with COM_SET_OPTION.
+const BackendCaps = CapLongPassword | CapLongFlag | CapLocalFiles | CapProtocol41 |
+	CapTransactions | CapSecureConnection | CapMultiStatements | CapMultiResults |
+	CapPSMultiResults | CapPluginAuth | CapPluginAuthLenenc | CapConnectAttrs
+
+// DialOptions says how to open a backend connection.
+type DialOptions struct {
+	User     string
+	Password string
+	// Caps are added to BackendCaps (for example CapFoundRows).
+	Caps uint32
+	// Collation is sent in the handshake; 0 means DefaultCollation.
+	Collation byte
+	// ReadBuffer and WriteBuffer size the connection's buffers; 0 means 64
+	// KiB and 16 KiB.
+	ReadBuffer, WriteBuffer int
+	// Attrs are sent as connection attributes (program_name and so on).
+	Attrs map[string]string
+}
+
+// BackendConn is an authenticated connection to a MySQL server.
+type BackendConn struct {
+	*Conn
+	// Greeting is the server's handshake.
+	Greeting *Greeting
+	// Caps are the negotiated capabilities.
+	Caps uint32
+}
+
+// Dial connects to addr and authenticates. ctx bounds the whole handshake.
+func Dial(ctx context.Context, addr string, o DialOptions) (*BackendConn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	}
+	rs, ws := o.ReadBuffer, o.WriteBuffer
+	if rs <= 0 {
+		rs = 64 << 10
+	}
+	if ws <= 0 {
+		ws = 16 << 10
+	}
+	bc := &BackendConn{Conn: NewConn(nc, rs, ws)}
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	err = bc.handshake(o)
+	if !stop() && err != nil {
+		err = errors.Join(ctx.Err(), err)
+	}
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	_ = nc.SetDeadline(time.Time{})
+	return bc, nil
+}
+
+func (bc *BackendConn) handshake(o DialOptions) error {
+	p, err := bc.ReadPacket()
+	if err != nil {
+		return fmt.Errorf("reading greeting: %w", err)
+	}
+	g, err := ParseGreeting(p)
+	if err != nil {
+		return err
+	}
+	bc.Greeting = g
+	if g.Caps&CapProtocol41 == 0 {
+		return errors.New("server does not speak protocol 4.1")
+	}
+	caps := (BackendCaps | o.Caps) & g.Caps
+	caps |= CapProtocol41 | CapSecureConnection
+	bc.Caps = caps
+	coll := o.Collation
+	if coll == 0 {
+		coll = DefaultCollation
+	}
+	plugin := g.AuthPlugin
+	if plugin == "" {
+		plugin = NativePassword
+	}
+	auth, err := scrambleFor(plugin, g.Salt, o.Password)
+	if err != nil {
+		plugin = NativePassword
+		auth = ScrambleNative(g.Salt, o.Password)
+	}
+	resp := &HandshakeResponse{
+		Caps: caps, MaxPacket: 1 << 30, Collation: coll, User: o.User,
+		AuthData: auth, AuthPlugin: plugin, Attrs: o.Attrs,
+	}
+	if caps&CapConnectAttrs == 0 {
+		resp.Attrs = nil
+	}
+	if err := bc.WritePacket(AppendHandshakeResponse(nil, resp)); err != nil {
+		return err
+	}
+	if err := bc.Flush(); err != nil {
+		return err
+	}
+	return bc.authResult(plugin, o.Password)
+}
+
+// authResult reads the server's answers after a handshake response or
+// COM_CHANGE_USER, following auth switch requests, until OK or ERR.
+func (bc *BackendConn) authResult(plugin, password string) error {
+	for range 4 {
+		p, err := bc.ReadPacket()
+		if err != nil {
+			return fmt.Errorf("reading auth result: %w", err)
+		}
+		switch {
+		case IsOK(p):
+			return nil
+		case IsERR(p):
+			return ParseERR(p)
+		case len(p) > 0 && p[0] == eofHeader:
+			// Auth switch request: plugin name, then its data.
+			name, n, ok := readNulString(p[1:])
+			if !ok {
+				return ErrMalformed
+			}
+			plugin = string(name)
+			data := p[1+n:]
+			if len(data) > 0 && data[len(data)-1] == 0 {
+				data = data[:len(data)-1]
+			}
+			salt := append([]byte(nil), data...)
+			ans, err := scrambleFor(plugin, salt, password)
+			if err != nil {
+				return err
+			}
+			if err := bc.WritePacket(ans); err != nil {
+				return err
+			}
+		case len(p) == 2 && p[0] == 0x01 && plugin == CachingSha2Password:
+			switch p[1] {
+			case 3: // fast auth success; OK follows
+				continue
+			case 4:
+				return errors.New("caching_sha2_password full authentication needs TLS or RSA, which backend connections do not do yet; give the backend user mysql_native_password")
+			}
+			return ErrMalformed
+		default:
+			return ErrMalformed
+		}
+		if err := bc.Flush(); err != nil {
+			return err
+		}
+	}
+	return errors.New("authentication did not finish")
+}
+
+// ChangeUser logs the connection in again (COM_CHANGE_USER) as user with
+// database db ("" for none). The server resets the session as for a new
+// connection.
+func (bc *BackendConn) ChangeUser(user, password, db string) error {
+	plugin := bc.Greeting.AuthPlugin
+	if plugin == "" {
+		plugin = NativePassword
+	}
+	auth, err := scrambleFor(plugin, bc.Greeting.Salt, password)
+	if err != nil {
+		plugin, auth = NativePassword, ScrambleNative(bc.Greeting.Salt, password)
+	}
+	b := []byte{ComChangeUser}
+	b = append(b, user...)
+	b = append(b, 0, byte(len(auth)))
+	b = append(b, auth...)
+	b = append(b, db...)
+	b = append(b, 0, DefaultCollation, 0)
+	b = append(b, plugin...)
+	b = append(b, 0)
+	if bc.Caps&CapConnectAttrs != 0 {
+		b = append(b, 0)
+	}
+	if err := bc.WriteCommand(b); err != nil {
+		return err
+	}
+	return bc.authResult(plugin, password)
+}
+
+func scrambleFor(plugin string, salt []byte, password string) ([]byte, error) {
+	switch plugin {
+	case NativePassword:
+		return ScrambleNative(salt, password), nil
+	case CachingSha2Password:
+		return ScrambleCachingSha2(salt, password), nil
+	}
+	return nil, fmt.Errorf("backend asks for auth plugin %q, which the gateway does not speak; use mysql_native_password for the backend user", plugin)
+}
+
+// Exec runs a statement whose result the caller does not want (SET, USE,
+// ROLLBACK) and returns the final OK. Result rows are read and dropped.
+// A backend error comes back as *SQLError; any other error means the
+// connection is broken.
+func (bc *BackendConn) Exec(query string) (OK, error) {
+	var ok OK
+	err := bc.query(query, func([][]byte) {}, &ok)
+	return ok, err
+}
+
+// QueryRows runs a query and calls row for each text-protocol row (nil
+// elements are NULL). It is meant for the gateway's own small queries.
+func (bc *BackendConn) QueryRows(query string, row func([][]byte)) error {
+	var ok OK
+	return bc.query(query, row, &ok)
+}
+
+func (bc *BackendConn) query(query string, row func([][]byte), last *OK) error {
+	cmd := make([]byte, 0, 1+len(query))
+	cmd = append(cmd, ComQuery)
+	cmd = append(cmd, query...)
+	if err := bc.WriteCommand(cmd); err != nil {
+		return err
+	}
+	var sqlErr *SQLError
+	for {
+		p, err := bc.ReadPacket()
+		if err != nil {
+			return err
+		}
+		switch {
+		case IsERR(p):
+			return ParseERR(p)
+		case IsOK(p):
+			ok, _ := ParseOK(p)
+			*last = ok
+			if ok.Status&StatusMoreResults == 0 {
+				if sqlErr != nil {
+					return sqlErr
+				}
+				return nil
+			}
+			continue
+		case len(p) > 0 && p[0] == localInfileHeader:
+			if err := bc.WritePacket(nil); err != nil {
+				return err
+			}
+			if err := bc.Flush(); err != nil {
+				return err
+			}
+			continue
+		}
+		ncols, _, ok := readLenEnc(p)
+		if !ok {
+			return ErrMalformed
+		}
+		for range ncols + 1 { // definitions and their EOF
+			if _, err := bc.ReadPacket(); err != nil {
+				return err
+			}
+		}
+		vals := make([][]byte, ncols)
+		more := false
+		for {
+			p, err := bc.ReadPacket()
+			if err != nil {
+				return err
+			}
+			if IsERR(p) {
+				return ParseERR(p)
+			}
+			if IsEOF(p) {
+				_, st := ParseEOF(p)
+				last.Status = st
+				more = st&StatusMoreResults != 0
+				break
+			}
+			rest := p
+			for i := range vals {
+				if len(rest) > 0 && rest[0] == 0xfb {
+					vals[i], rest = nil, rest[1:]
+					continue
+				}
+				s, n, ok := readLenEncString(rest)
+				if !ok {
+					return ErrMalformed
+				}
+				vals[i], rest = s, rest[n:]
+			}
+			row(vals)
+		}
+		if !more {
+			return nil
+		}
+	}
+}
+
+// SimpleCommand sends a one-packet command (COM_PING, COM_INIT_DB,
+// COM_RESET_CONNECTION, COM_SET_OPTION) and reads its OK, EOF or ERR.
+func (bc *BackendConn) SimpleCommand(cmd []byte) (OK, error) {
+	if err := bc.WriteCommand(cmd); err != nil {
+		return OK{}, err
+	}
+	p, err := bc.ReadPacket()
+	if err != nil {
+		return OK{}, err
+	}
+	switch {
+	case IsERR(p):
+		return OK{}, ParseERR(p)
+	case IsEOF(p):
+		w, st := ParseEOF(p)
+		return OK{Status: st, Warnings: w}, nil
+	}
+	ok, good := ParseOK(p)
+	if !good {
+		return OK{}, ErrMalformed
+	}
+	return ok, nil
+}

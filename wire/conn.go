@@ -1,0 +1,167 @@
+package wire
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+)
+
+// ErrPacketTooLarge is returned by ReadPacket when a logical packet exceeds
+// the connection's limit. The connection must be closed after it: the rest of
+// the packet was not read.
+var ErrPacketTooLarge = errors.New("wire: packet larger than max_allowed_packet")
+
+// ErrSequence is returned when a packet arrives with an unexpected sequence
+// id, which means the peer and we disagree about the protocol state.
+var ErrSequence = errors.New("wire: packet out of sequence")
+
+// Conn is one end of a MySQL protocol connection: buffered reads and writes
+// of packets with their sequence ids. The same type serves the client side
+// (the gateway as server) and the backend side (the gateway as client).
+type Conn struct {
+	nc  net.Conn
+	br  *bufio.Reader
+	bw  *bufio.Writer
+	seq byte
+	// buf holds the last packet returned by ReadPacket.
+	buf []byte
+	// MaxPacket bounds ReadPacket; 0 means 1 GiB, the protocol's maximum.
+	MaxPacket int
+}
+
+// NewConn wraps nc with a read buffer of rsize and a write buffer of wsize
+// bytes.
+func NewConn(nc net.Conn, rsize, wsize int) *Conn {
+	return &Conn{nc: nc, br: bufio.NewReaderSize(nc, rsize), bw: bufio.NewWriterSize(nc, wsize)}
+}
+
+// NetConn returns the underlying network connection.
+func (c *Conn) NetConn() net.Conn { return c.nc }
+
+// Close closes the network connection.
+func (c *Conn) Close() error { return c.nc.Close() }
+
+// ResetSeq starts a new command: the next packet written or read has
+// sequence id 0.
+func (c *Conn) ResetSeq() { c.seq = 0 }
+
+// Seq returns the sequence id the next packet will carry.
+func (c *Conn) Seq() byte { return c.seq }
+
+// SetSeq sets the sequence id of the next packet.
+func (c *Conn) SetSeq(s byte) { c.seq = s }
+
+// Buffered reports how many bytes are buffered for reading.
+func (c *Conn) Buffered() int { return c.br.Buffered() }
+
+// ReadPacket reads one logical packet (joining packets split at 16 MiB) and
+// returns its payload. The slice is valid until the next read on c.
+func (c *Conn) ReadPacket() ([]byte, error) {
+	limit := c.MaxPacket
+	if limit <= 0 {
+		limit = 1 << 30
+	}
+	c.buf = c.buf[:0]
+	for {
+		hdr, err := c.br.Peek(4)
+		if err != nil {
+			if err == io.EOF && len(hdr) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		n := int(hdr[0]) | int(hdr[1])<<8 | int(hdr[2])<<16
+		if hdr[3] != c.seq {
+			return nil, fmt.Errorf("%w: got %d, want %d", ErrSequence, hdr[3], c.seq)
+		}
+		c.seq++
+		if len(c.buf)+n > limit {
+			return nil, ErrPacketTooLarge
+		}
+		if _, err := c.br.Discard(4); err != nil {
+			return nil, err
+		}
+		// Fast path: a whole single packet already buffered.
+		if n < MaxPacketPayload && len(c.buf) == 0 && n <= c.br.Buffered() {
+			p, _ := c.br.Peek(n)
+			c.buf = append(c.buf, p...)
+			_, _ = c.br.Discard(n)
+			return c.buf, nil
+		}
+		start := len(c.buf)
+		c.buf = grow(c.buf, n)
+		if _, err := io.ReadFull(c.br, c.buf[start:start+n]); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		if n < MaxPacketPayload {
+			return c.buf, nil
+		}
+	}
+}
+
+// grow extends b by n bytes, reallocating when needed.
+func grow(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b[:len(b)+n]
+	}
+	nb := make([]byte, len(b)+n, 2*cap(b)+n)
+	copy(nb, b)
+	return nb
+}
+
+// ShrinkBuffer drops a read buffer that grew beyond max bytes, so one large
+// packet does not keep its memory for the life of the connection.
+func (c *Conn) ShrinkBuffer(max int) {
+	if cap(c.buf) > max {
+		c.buf = nil
+	}
+}
+
+// WritePacket buffers payload as one logical packet, splitting it at 16 MiB.
+// Call Flush to send it.
+func (c *Conn) WritePacket(payload []byte) error {
+	for {
+		n := len(payload)
+		if n > MaxPacketPayload {
+			n = MaxPacketPayload
+		}
+		if err := c.writeHeader(n); err != nil {
+			return err
+		}
+		if _, err := c.bw.Write(payload[:n]); err != nil {
+			return err
+		}
+		payload = payload[n:]
+		if n < MaxPacketPayload {
+			return nil
+		}
+	}
+}
+
+func (c *Conn) writeHeader(n int) error {
+	// Byte by byte: a local array passed to Write would escape.
+	_ = c.bw.WriteByte(byte(n))
+	_ = c.bw.WriteByte(byte(n >> 8))
+	_ = c.bw.WriteByte(byte(n >> 16))
+	err := c.bw.WriteByte(c.seq)
+	c.seq++
+	return err
+}
+
+// Flush sends everything buffered for writing.
+func (c *Conn) Flush() error { return c.bw.Flush() }
+
+// WriteCommand starts a new command: it writes payload with sequence id 0
+// and flushes.
+func (c *Conn) WriteCommand(payload []byte) error {
+	c.seq = 0
+	if err := c.WritePacket(payload); err != nil {
+		return err
+	}
+	return c.bw.Flush()
+}
