@@ -1,0 +1,857 @@
+package pools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/puddle/v2"
+)
+
+// Conn is what a pool holds: a live connection it can close.
+type Conn interface{ Close() error }
+
+// Defaults applied by New to zero fields of Config.
+const (
+	// DefaultSize is the default Config.Size.
+	DefaultSize = 64
+	// DefaultMinIdle is the default Config.MinIdle (or Size if smaller).
+	DefaultMinIdle = 4
+	// DefaultMaxDials is the default Config.MaxDials.
+	DefaultMaxDials = 4
+	// DefaultIdleTimeout is the default Config.IdleTimeout.
+	DefaultIdleTimeout = 5 * time.Minute
+	// DefaultMaxLifetime is the default Config.MaxLifetime.
+	DefaultMaxLifetime = 30 * time.Minute
+	// DefaultAcquireTimeout is the default Config.AcquireTimeout.
+	DefaultAcquireTimeout = 2 * time.Second
+	// DefaultDialTimeout is the default Config.DialTimeout.
+	DefaultDialTimeout = 5 * time.Second
+	// MaxSize is the largest Config.Size New accepts.
+	MaxSize = 100000
+)
+
+const (
+	// minSizeLimit is the least upper bound New fixes for Resize: the idle
+	// queue and puddle's MaxSize are sized once, to max(Size, minSizeLimit).
+	minSizeLimit = 1024
+	// The maintenance loop runs every min(IdleTimeout/2, MaxLifetime/4),
+	// clamped to [minCheckInterval, maxCheckInterval].
+	minCheckInterval = 10 * time.Millisecond
+	maxCheckInterval = 30 * time.Second
+)
+
+// Config configures a Pool. New applies the defaults; zero means "default"
+// for every field, and where a feature can be turned off a negative value
+// turns it off.
+type Config[T Conn] struct {
+	// Name names the pool in errors and logs, e.g.
+	// "main/127.0.0.1:13306/gateway". Required.
+	Name string
+	// Size is the maximum number of open connections, in use, idle or being
+	// dialed. Default 64; must be in [0, MaxSize].
+	Size int
+	// MinIdle is the number of connections the pool dials at start and keeps
+	// open (in use or idle); idle eviction never goes below it. Default 4
+	// (or Size if smaller); negative means none. Must not exceed Size.
+	MinIdle int
+	// MaxDials is the most dials in flight at once. Default 4; must not be
+	// negative.
+	MaxDials int
+	// IdleTimeout closes connections idle longer than this, as long as more
+	// than MinIdle are open. Default 5m; negative means never.
+	IdleTimeout time.Duration
+	// MaxLifetime closes connections older than this. Each connection's
+	// lifetime is shortened by a random 0-10% so that connections dialed
+	// together do not expire together. Expired connections are closed when
+	// released or found idle and are never handed out. Default 30m;
+	// negative means never.
+	MaxLifetime time.Duration
+	// AcquireTimeout is how long Acquire waits for a connection before it
+	// returns *AcquireTimeoutError. Default 2s; must not be negative.
+	AcquireTimeout time.Duration
+	// DialTimeout bounds one call of Dial. Default 5s; must not be negative.
+	DialTimeout time.Duration
+	// Dial opens a connection. It gets a context with the values of the
+	// Acquire caller's context (or none for warm-up dials) that is cancelled
+	// after DialTimeout or when the pool closes, never when the caller
+	// gives up. It must return a live connection or an error. Required.
+	Dial func(ctx context.Context) (T, error)
+	// Prepare, if not nil, vets a connection before Acquire hands it out,
+	// e.g. a cheap liveness check that the server has not closed it. It
+	// runs in the Acquire caller's goroutine with the caller's context and
+	// no lock held. ok false: the connection is destroyed and Acquire tries
+	// another (within its AcquireTimeout). A non-nil err: the connection is
+	// destroyed and Acquire returns err, wrapped. It must not panic. Nil
+	// means every connection is handed out as is.
+	Prepare func(ctx context.Context, c T) (ok bool, err error)
+	// Logger receives the pool's logs. Nil means no logs.
+	Logger hclog.Logger
+}
+
+// withDefaults validates c and fills in the defaults. It is the one place
+// defaults are applied. In the result, zero IdleTimeout, MaxLifetime and
+// MinIdle mean off.
+func (c Config[T]) withDefaults() (Config[T], error) {
+	if c.Name == "" {
+		return c, errors.New("pools: Config.Name is empty")
+	}
+	bad := func(field string, v any) (Config[T], error) {
+		return c, fmt.Errorf("pools: pool %s: Config.%s is %v, must not be negative", c.Name, field, v)
+	}
+	if c.Dial == nil {
+		return c, fmt.Errorf("pools: pool %s: Config.Dial is nil", c.Name)
+	}
+	switch {
+	case c.Size < 0:
+		return bad("Size", c.Size)
+	case c.Size > MaxSize:
+		return c, fmt.Errorf("pools: pool %s: Config.Size %d exceeds %d", c.Name, c.Size, MaxSize)
+	case c.Size == 0:
+		c.Size = DefaultSize
+	}
+	switch {
+	case c.MinIdle < 0:
+		c.MinIdle = 0
+	case c.MinIdle == 0:
+		c.MinIdle = min(DefaultMinIdle, c.Size)
+	case c.MinIdle > c.Size:
+		return c, fmt.Errorf("pools: pool %s: Config.MinIdle %d exceeds Config.Size %d", c.Name, c.MinIdle, c.Size)
+	}
+	switch {
+	case c.MaxDials < 0:
+		return bad("MaxDials", c.MaxDials)
+	case c.MaxDials == 0:
+		c.MaxDials = DefaultMaxDials
+	}
+	switch {
+	case c.IdleTimeout < 0:
+		c.IdleTimeout = 0
+	case c.IdleTimeout == 0:
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	switch {
+	case c.MaxLifetime < 0:
+		c.MaxLifetime = 0
+	case c.MaxLifetime == 0:
+		c.MaxLifetime = DefaultMaxLifetime
+	}
+	switch {
+	case c.AcquireTimeout < 0:
+		return bad("AcquireTimeout", c.AcquireTimeout)
+	case c.AcquireTimeout == 0:
+		c.AcquireTimeout = DefaultAcquireTimeout
+	}
+	switch {
+	case c.DialTimeout < 0:
+		return bad("DialTimeout", c.DialTimeout)
+	case c.DialTimeout == 0:
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	return c, nil
+}
+
+// Pool is a round-robin pool of connections of type T to one backend. It
+// is safe for concurrent use. Build it with New and end it with Close.
+type Pool[T Conn] struct {
+	name           string
+	dial           func(ctx context.Context) (T, error)
+	prepare        func(ctx context.Context, c T) (bool, error)
+	log            hclog.Logger
+	maxDials       int
+	idleTimeout    time.Duration // 0: never
+	maxLifetime    time.Duration // 0: never
+	acquireTimeout time.Duration
+	dialTimeout    time.Duration
+	limit          int // upper bound of size; cap(idle) and puddle's MaxSize
+
+	pp *puddle.Pool[*Lease[T]]
+
+	// idle is the FIFO of idle connections. Its capacity is limit, which is
+	// never below open, so a send never blocks. Receivers blocked on it are
+	// served in arrival order.
+	idle chan *Lease[T]
+	// room gets a token (non-blocking send) when a dial may start: a
+	// connection was destroyed, a dial ended, or the pool grew.
+	room chan struct{}
+	// kick wakes the maintenance loop early (non-blocking send).
+	kick chan struct{}
+	// closec is closed by Close; done is closed when Close has finished.
+	closec chan struct{}
+	done   chan struct{}
+	// closed is set by Close, under mu; read anywhere.
+	closed atomic.Bool
+	// excess is true while open > size (after Resize shrank the pool);
+	// written under mu, read anywhere.
+	excess atomic.Bool
+	// baseCtx ends every dial's context when the pool closes.
+	baseCtx    context.Context
+	cancelBase context.CancelFunc
+	// timers recycles the AcquireTimeout timers of waiting Acquire calls,
+	// so that waiting on a saturated pool does not allocate.
+	timers sync.Pool
+	// wg counts the maintenance goroutine and the dial goroutines. Add is
+	// called under mu while closed is false.
+	wg sync.WaitGroup
+
+	mu          sync.Mutex
+	size        int  // max open + dialing
+	minIdle     int  // keep at least this many open + dialing
+	open        int  // established connections: idle, in use, or in hand
+	dialing     int  // dials in flight
+	ppClosed    bool // puddle's Close has been called
+	dialFailing bool // the last dial failed (to log state changes only)
+
+	waits           atomic.Int64
+	waitNanos       atomic.Int64
+	dials           atomic.Int64
+	dialErrors      atomic.Int64
+	destroyed       atomic.Int64
+	acquireTimeouts atomic.Int64
+}
+
+// Lease is a connection leased from a Pool by Acquire. The holder owns it
+// until it calls Release or Destroy, exactly once; after that the Lease
+// must not be used, not even for another Release: the pool reuses the
+// Lease value for the next holder of the same connection, so a stale Lease
+// would act on someone else's lease.
+type Lease[T Conn] struct {
+	p       *Pool[T]
+	res     *puddle.Resource[*Lease[T]]
+	conn    T
+	created time.Time
+	expires time.Time // zero: never
+	// idleSince is when the connection last entered the idle queue.
+	idleSince time.Time
+	// leased is true while a caller holds the lease. Only the holder (or
+	// whoever took the lease from the idle queue) touches the fields above
+	// idleSince; the queue hands them over.
+	leased bool
+}
+
+// New validates cfg, applies its defaults and starts the pool's
+// maintenance goroutine, which dials up to MinIdle connections in the
+// background. New does not wait for those dials, and does not fail when
+// the backend is down: Acquire reports dial errors.
+func New[T Conn](cfg Config[T]) (*Pool[T], error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	limit := max(cfg.Size, minSizeLimit)
+	p := &Pool[T]{
+		name:           cfg.Name,
+		dial:           cfg.Dial,
+		prepare:        cfg.Prepare,
+		log:            cfg.Logger.With("pool", cfg.Name),
+		maxDials:       cfg.MaxDials,
+		idleTimeout:    cfg.IdleTimeout,
+		maxLifetime:    cfg.MaxLifetime,
+		acquireTimeout: cfg.AcquireTimeout,
+		dialTimeout:    cfg.DialTimeout,
+		limit:          limit,
+		idle:           make(chan *Lease[T], limit),
+		room:           make(chan struct{}, 1),
+		kick:           make(chan struct{}, 1),
+		closec:         make(chan struct{}),
+		done:           make(chan struct{}),
+		size:           cfg.Size,
+		minIdle:        cfg.MinIdle,
+	}
+	p.baseCtx, p.cancelBase = context.WithCancel(context.Background())
+	p.pp, err = puddle.NewPool(&puddle.Config[*Lease[T]]{
+		Constructor: p.construct,
+		Destructor:  p.destruct,
+		MaxSize:     int32(limit),
+	})
+	if err != nil {
+		p.cancelBase()
+		return nil, fmt.Errorf("pools: pool %s: %w", cfg.Name, err)
+	}
+	p.wg.Add(1)
+	p.spawn("maintenance", p.maintain)
+	return p, nil
+}
+
+// Acquire leases an idle connection, or waits for one to be released or
+// dialed. It returns:
+//   - a *DialError when the dial this call started failed;
+//   - Config.Prepare's error, wrapped, when it rejected a connection so;
+//   - an *AcquireTimeoutError when nothing came within AcquireTimeout;
+//   - ctx.Err(), wrapped, when ctx ended first;
+//   - ErrClosed, wrapped, when the pool is or becomes closed.
+//
+// A dial started by Acquire is not cancelled when ctx ends: the connection
+// joins the idle queue. Acquire never hands out a connection past its
+// lifetime.
+func (p *Pool[T]) Acquire(ctx context.Context) (*Lease[T], error) {
+	if err := ctx.Err(); err != nil {
+		return nil, p.ctxError(err)
+	}
+	if p.closed.Load() {
+		return nil, p.closedError()
+	}
+	for {
+		select {
+		case l := <-p.idle:
+			if ok, err := p.ready(ctx, l); !ok {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+			return l, nil
+		default:
+			return p.acquireSlow(ctx)
+		}
+	}
+}
+
+// acquireSlow waits for a connection: from the idle queue, from a dial
+// this call starts when there is room, until ctx ends, the pool's
+// AcquireTimeout passes, or the pool closes. It starts no goroutine but
+// the dial's, and holds no lock while it waits.
+func (p *Pool[T]) acquireSlow(ctx context.Context) (*Lease[T], error) {
+	start := time.Now()
+	p.waits.Add(1)
+	defer func() { p.waitNanos.Add(int64(time.Since(start))) }()
+	timer := p.getTimer()
+	defer p.putTimer(timer)
+
+	// dialc delivers the result of the dial this call started; nil when
+	// none is in flight. While one is, the call does not start another.
+	var dialc chan error
+	for {
+		select {
+		case l := <-p.idle:
+			if ok, err := p.ready(ctx, l); !ok {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+			return l, nil
+		default:
+		}
+		room := p.room
+		if dialc == nil {
+			dialc = p.startDial(ctx)
+		}
+		if dialc != nil {
+			room = nil
+		}
+		select {
+		case l := <-p.idle:
+			if ok, err := p.ready(ctx, l); !ok {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+			return l, nil
+		case err := <-dialc:
+			dialc = nil
+			if err != nil {
+				return nil, &DialError{Pool: p.name, Err: err}
+			}
+			// The connection is in the idle queue, unless a caller that
+			// waited longer took it first.
+		case <-room:
+		case <-ctx.Done():
+			return nil, p.ctxError(ctx.Err())
+		case <-timer.C:
+			p.acquireTimeouts.Add(1)
+			return nil, p.timeoutError()
+		case <-p.closec:
+			return nil, p.closedError()
+		}
+	}
+}
+
+// getTimer returns a timer running for AcquireTimeout.
+func (p *Pool[T]) getTimer() *time.Timer {
+	if t, ok := p.timers.Get().(*time.Timer); ok {
+		t.Reset(p.acquireTimeout)
+		return t
+	}
+	return time.NewTimer(p.acquireTimeout)
+}
+
+// putTimer stops t and keeps it for reuse. Since Go 1.23 a stopped timer's
+// channel holds no stale tick, so Reset starts it afresh.
+func (p *Pool[T]) putTimer(t *time.Timer) {
+	if !t.Stop() {
+		// Only with GODEBUG=asynctimerchan=1 can a tick be pending here.
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+	p.timers.Put(t)
+}
+
+// ready decides whether l, just taken from the idle queue, may be handed
+// out, and marks it leased if so. Otherwise it destroys l; err is
+// Prepare's error, if any, wrapped.
+func (p *Pool[T]) ready(ctx context.Context, l *Lease[T]) (bool, error) {
+	if l.expired() {
+		p.destroy(l)
+		return false, nil
+	}
+	if p.prepare != nil {
+		ok, err := p.prepare(ctx, l.conn)
+		if err != nil {
+			p.destroy(l)
+			return false, fmt.Errorf("pool %s: prepare: %w", p.name, err)
+		}
+		if !ok {
+			p.destroy(l)
+			return false, nil
+		}
+	}
+	l.leased = true
+	return true, nil
+}
+
+// startDial starts a dial if the pool has room for one and returns the
+// channel that will receive its result (nil error: the connection is in
+// the idle queue). It returns nil when no dial may start now.
+func (p *Pool[T]) startDial(ctx context.Context) chan error {
+	p.mu.Lock()
+	if p.closed.Load() || p.open+p.dialing >= p.size || p.dialing >= p.maxDials {
+		p.mu.Unlock()
+		return nil
+	}
+	p.dialing++
+	more := p.open+p.dialing < p.size && p.dialing < p.maxDials
+	p.wg.Add(1)
+	p.mu.Unlock()
+	if more {
+		// Pass the chance on to another waiter.
+		p.signalRoom()
+	}
+	result := make(chan error, 1)
+	vctx := context.WithoutCancel(ctx)
+	p.spawn("dial", func() { p.dialOne(vctx, result) })
+	return result
+}
+
+// dialOne runs one dial reserved by the caller (dialing already counts
+// it, wg.Add already done) and puts the connection in the idle queue.
+// result, when not nil, gets the outcome.
+func (p *Pool[T]) dialOne(ctx context.Context, result chan<- error) {
+	p.dials.Add(1)
+	// puddle never waits here: our counters keep its resources below its
+	// MaxSize, except while puddle finishes destroying a connection we have
+	// already stopped counting. ctx is never cancelled, so puddle's own
+	// construction goroutine never gives up on the resource and never puts
+	// it in puddle's idle stack.
+	res, err := p.pp.Acquire(ctx)
+	if err != nil {
+		p.dialErrors.Add(1)
+		p.mu.Lock()
+		p.dialing--
+		first := !p.dialFailing
+		p.dialFailing = true
+		p.mu.Unlock()
+		if first && !p.closed.Load() {
+			p.log.Warn("dial failed", "error", err)
+		} else {
+			p.log.Debug("dial failed", "error", err)
+		}
+		p.signalRoom()
+		if result != nil {
+			result <- err
+		}
+		return
+	}
+	l := res.Value()
+	l.res = res
+	p.mu.Lock()
+	p.dialing--
+	p.open++
+	p.setExcessLocked()
+	recovered := p.dialFailing
+	p.dialFailing = false
+	p.mu.Unlock()
+	if recovered {
+		p.log.Info("dial succeeded again")
+	}
+	p.putIdle(l)
+	p.signalRoom()
+	if result != nil {
+		result <- nil
+	} else {
+		// A warm-up dial: let the maintenance loop dial the next ones.
+		p.signalKick()
+	}
+}
+
+// construct is puddle's Constructor. puddle passes a context with the
+// values of ours and the cancellation of its own (cancelled only by
+// puddle's Close); we replace the cancellation with DialTimeout and the
+// pool's Close.
+func (p *Pool[T]) construct(pctx context.Context) (l *Lease[T], err error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(pctx), p.dialTimeout)
+	defer cancel()
+	stop := context.AfterFunc(p.baseCtx, cancel)
+	defer stop()
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Error("dial panicked", "panic", r)
+			l, err = nil, fmt.Errorf("dial panicked: %v", r)
+		}
+	}()
+	c, err := p.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	l = &Lease[T]{p: p, conn: c, created: now, idleSince: now}
+	if p.maxLifetime > 0 {
+		jitter := time.Duration(rand.Int64N(int64(p.maxLifetime/10) + 1))
+		l.expires = now.Add(p.maxLifetime - jitter)
+	}
+	return l, nil
+}
+
+// destruct is puddle's Destructor; puddle runs it in a goroutine of its
+// own.
+func (p *Pool[T]) destruct(l *Lease[T]) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Error("close panicked", "panic", r)
+		}
+	}()
+	if err := l.conn.Close(); err != nil {
+		p.log.Debug("close failed", "error", err)
+	}
+}
+
+// Conn returns the leased connection.
+func (l *Lease[T]) Conn() T { return l.conn }
+
+// CreatedAt returns when the connection was established.
+func (l *Lease[T]) CreatedAt() time.Time { return l.created }
+
+// Release returns the connection to the tail of the idle queue. It closes
+// the connection instead when it is past its lifetime, when the pool has
+// more connections than its size, or when the pool is closed. Release
+// panics if the lease is not held.
+func (l *Lease[T]) Release() {
+	if !l.leased {
+		panic("pools: Release of a lease not held (released or destroyed already)")
+	}
+	l.leased = false
+	p := l.p
+	now := time.Now()
+	if p.closed.Load() || (!l.expires.IsZero() && !now.Before(l.expires)) {
+		p.destroy(l)
+		return
+	}
+	if p.excess.Load() && p.shed(l, false) {
+		return
+	}
+	l.idleSince = now
+	p.putIdle(l)
+}
+
+// Destroy closes the connection and frees its slot, for a connection that
+// is broken or in an unknown state. Destroy panics if the lease is not
+// held.
+func (l *Lease[T]) Destroy() {
+	if !l.leased {
+		panic("pools: Destroy of a lease not held (released or destroyed already)")
+	}
+	l.leased = false
+	l.p.destroy(l)
+}
+
+// expired reports whether l is past its lifetime.
+func (l *Lease[T]) expired() bool {
+	return !l.expires.IsZero() && !time.Now().Before(l.expires)
+}
+
+// putIdle appends l to the idle queue, or destroys it if the pool is
+// closed.
+func (p *Pool[T]) putIdle(l *Lease[T]) {
+	select {
+	case p.idle <- l:
+	default:
+		// Unreachable: cap(idle) is never below open.
+		p.log.Error("idle queue full; closing connection", "open", p.Stat().Open)
+		p.destroy(l)
+		return
+	}
+	// Close sets closed and then drains the queue; we queue and then check
+	// closed. One of the two drains sees l.
+	if p.closed.Load() {
+		p.drainIdle()
+	}
+}
+
+// drainIdle destroys every connection in the idle queue.
+func (p *Pool[T]) drainIdle() {
+	for {
+		select {
+		case l := <-p.idle:
+			p.destroy(l)
+		default:
+			return
+		}
+	}
+}
+
+// destroy stops counting l and has puddle close it.
+func (p *Pool[T]) destroy(l *Lease[T]) {
+	p.mu.Lock()
+	p.finishDestroy(l)
+}
+
+// shed destroys l if the pool has more open connections than it should:
+// more than MinIdle when aboveMinIdle, else more than Size. It reports
+// whether it did.
+func (p *Pool[T]) shed(l *Lease[T], aboveMinIdle bool) bool {
+	p.mu.Lock()
+	floor := p.size
+	if aboveMinIdle {
+		floor = p.minIdle
+	}
+	if p.open <= floor {
+		p.mu.Unlock()
+		return false
+	}
+	p.finishDestroy(l)
+	return true
+}
+
+// finishDestroy is destroy's second half; the caller holds mu, which
+// finishDestroy unlocks.
+func (p *Pool[T]) finishDestroy(l *Lease[T]) {
+	p.open--
+	p.setExcessLocked()
+	below := p.open+p.dialing < p.minIdle
+	closePP := p.closed.Load() && p.open == 0 && p.dialing == 0 && !p.ppClosed
+	if closePP {
+		p.ppClosed = true
+	}
+	p.mu.Unlock()
+	p.destroyed.Add(1)
+	l.res.Destroy() // puddle closes the connection in a goroutine of its own
+	if closePP {
+		// The last connection of a closed pool: wait for puddle to finish
+		// closing connections.
+		p.pp.Close()
+		return
+	}
+	p.signalRoom()
+	if below {
+		p.signalKick()
+	}
+}
+
+// setExcessLocked updates excess; the caller holds mu.
+func (p *Pool[T]) setExcessLocked() { p.excess.Store(p.open > p.size) }
+
+func (p *Pool[T]) signalRoom() {
+	select {
+	case p.room <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Pool[T]) signalKick() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// spawn runs fn in a goroutine that marks wg done and logs a panic; the
+// caller has called wg.Add(1) under mu while the pool was open.
+func (p *Pool[T]) spawn(what string, fn func()) {
+	go func() {
+		defer p.wg.Done()
+		defer func() {
+			if r := recover(); r != nil {
+				p.log.Error("goroutine panicked", "goroutine", what, "panic", r)
+			}
+		}()
+		fn()
+	}()
+}
+
+// checkInterval is how often the maintenance loop runs.
+func (p *Pool[T]) checkInterval() time.Duration {
+	iv := maxCheckInterval
+	if p.idleTimeout > 0 {
+		iv = min(iv, p.idleTimeout/2)
+	}
+	if p.maxLifetime > 0 {
+		iv = min(iv, p.maxLifetime/4)
+	}
+	return max(iv, minCheckInterval)
+}
+
+// maintain is the pool's background loop: close expired and long-idle
+// connections, dial up to MinIdle; every checkInterval, and when kicked.
+func (p *Pool[T]) maintain() {
+	t := time.NewTicker(p.checkInterval())
+	defer t.Stop()
+	for {
+		p.evict()
+		p.fill()
+		select {
+		case <-p.closec:
+			return
+		case <-t.C:
+		case <-p.kick:
+		}
+	}
+}
+
+// evict passes once over the idle queue, from its head (the longest idle),
+// closing connections past their lifetime, idle longer than IdleTimeout
+// (while more than MinIdle are open) or over Size; the others go back to
+// the tail in the same order. Only one connection is out of the queue at a
+// time.
+func (p *Pool[T]) evict() {
+	for n := len(p.idle); n > 0; n-- {
+		var l *Lease[T]
+		select {
+		case l = <-p.idle:
+		default:
+			return
+		}
+		now := time.Now()
+		switch {
+		case !l.expires.IsZero() && !now.Before(l.expires):
+			p.destroy(l)
+		case p.idleTimeout > 0 && now.Sub(l.idleSince) >= p.idleTimeout && p.shed(l, true):
+		case p.excess.Load() && p.shed(l, false):
+		default:
+			p.putIdle(l)
+		}
+	}
+}
+
+// fill starts dials until MinIdle connections are open or being dialed,
+// within MaxDials and Size. A failed dial is retried at the next tick.
+func (p *Pool[T]) fill() {
+	p.mu.Lock()
+	if p.closed.Load() {
+		p.mu.Unlock()
+		return
+	}
+	n := min(p.minIdle-p.open-p.dialing, p.maxDials-p.dialing, p.size-p.open-p.dialing)
+	if n <= 0 {
+		p.mu.Unlock()
+		return
+	}
+	p.dialing += n
+	p.wg.Add(n)
+	p.mu.Unlock()
+	for range n {
+		p.spawn("dial", func() { p.dialOne(context.Background(), nil) })
+	}
+}
+
+// Resize changes the pool's size and MinIdle at runtime. size is clamped
+// to [1, max(Config.Size, 1024)] (the bound fixed by New) and minIdle to
+// [0, size]; here zero means zero, not a default. When the pool shrinks,
+// the surplus connections are closed as they are released or found idle;
+// leased connections are not interrupted.
+func (p *Pool[T]) Resize(size, minIdle int) {
+	if size < 1 || size > p.limit {
+		c := min(max(size, 1), p.limit)
+		p.log.Warn("pool size out of range; clamped", "size", size, "clamped", c, "limit", p.limit)
+		size = c
+	}
+	minIdle = min(max(minIdle, 0), size)
+	p.mu.Lock()
+	p.size, p.minIdle = size, minIdle
+	p.setExcessLocked()
+	p.mu.Unlock()
+	p.signalRoom()
+	p.signalKick()
+}
+
+// Stat returns a snapshot of the pool's state and counters.
+func (p *Pool[T]) Stat() Stat {
+	p.mu.Lock()
+	s := Stat{Size: p.size, MinIdle: p.minIdle, Open: p.open, Dialing: p.dialing}
+	p.mu.Unlock()
+	s.Idle = min(len(p.idle), s.Open)
+	s.InUse = s.Open - s.Idle
+	s.Waits = p.waits.Load()
+	s.WaitTime = time.Duration(p.waitNanos.Load())
+	s.Dials = p.dials.Load()
+	s.DialErrors = p.dialErrors.Load()
+	s.Destroyed = p.destroyed.Load()
+	s.AcquireTimeouts = p.acquireTimeouts.Load()
+	return s
+}
+
+// Close closes the pool: later Acquire calls and the ones waiting fail
+// with ErrClosed, dials in flight are cancelled, idle connections are
+// closed, and leased connections are closed when released or destroyed.
+// Close waits for the maintenance goroutine and the dials to end (a Dial
+// that ignores its context delays it) but not for leased connections.
+// Close is idempotent; every call returns once the first has finished.
+//
+// After Close, the Release or Destroy that closes the last leased
+// connection waits for the pool's connections to finish closing.
+func (p *Pool[T]) Close() {
+	p.mu.Lock()
+	if p.closed.Load() {
+		p.mu.Unlock()
+		<-p.done
+		return
+	}
+	p.closed.Store(true)
+	p.mu.Unlock()
+	close(p.closec)
+	p.cancelBase()
+	p.drainIdle()
+	p.wg.Wait()
+	p.drainIdle()
+
+	p.mu.Lock()
+	closePP := p.open == 0 && p.dialing == 0 && !p.ppClosed
+	if closePP {
+		p.ppClosed = true
+	}
+	p.mu.Unlock()
+	if closePP {
+		p.pp.Close()
+	}
+	p.log.Debug("pool closed")
+	close(p.done)
+}
+
+func (p *Pool[T]) closedError() error {
+	return fmt.Errorf("pool %s: %w", p.name, ErrClosed)
+}
+
+func (p *Pool[T]) ctxError(err error) error {
+	return fmt.Errorf("pool %s: acquire: %w", p.name, err)
+}
+
+func (p *Pool[T]) timeoutError() error {
+	s := p.Stat()
+	return &AcquireTimeoutError{
+		Pool:    p.name,
+		Size:    s.Size,
+		InUse:   s.InUse,
+		Dialing: s.Dialing,
+		Waited:  p.acquireTimeout,
+	}
+}

@@ -1,0 +1,38 @@
+package pools
+
+import "time"
+
+// Stat is a snapshot of a pool's state and counters, taken by Pool.Stat.
+// The gauges (Size to Dialing) are read together and are consistent with
+// each other up to connections moving between idle and in use during the
+// snapshot; the counters only grow.
+type Stat struct {
+	// Size is the maximum number of open connections.
+	Size int
+	// MinIdle is the number of connections the pool keeps open.
+	MinIdle int
+	// Open is the number of established connections, idle or in use.
+	Open int
+	// InUse is the number of connections leased out.
+	InUse int
+	// Idle is the number of connections in the idle queue.
+	Idle int
+	// Dialing is the number of dials in flight.
+	Dialing int
+
+	// Waits counts Acquire calls that found no idle connection and had to
+	// wait (for a release, a dial, a timeout or a cancellation).
+	Waits int64
+	// WaitTime is the total time spent by those Acquire calls.
+	WaitTime time.Duration
+	// Dials counts dials started.
+	Dials int64
+	// DialErrors counts dials that failed.
+	DialErrors int64
+	// Destroyed counts connections closed for any reason: broken, expired,
+	// idle too long, over size, or the pool closed.
+	Destroyed int64
+	// AcquireTimeouts counts Acquire calls that ended with
+	// *AcquireTimeoutError.
+	AcquireTimeouts int64
+}
