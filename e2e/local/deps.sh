@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Installs what the e2e tests and the local stack need, when it is missing:
+# MariaDB server and client, and with --with-sysbench also sysbench.
+# Debian/Ubuntu only (apt). As root it installs; otherwise it prints the
+# exact command to run and exits 1.
+#
+# Usage: e2e/local/deps.sh [--with-sysbench]
+#
+# Run by e2e/local/run.sh (make run) and by make test.
+set -euo pipefail
+
+# Debian keeps mariadbd in /usr/sbin, outside a normal user's PATH.
+export PATH="$PATH:/usr/sbin:/usr/local/sbin"
+
+want_sysbench=0
+for arg in "$@"; do
+	case "$arg" in
+	--with-sysbench) want_sysbench=1 ;;
+	-h | --help)
+		sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+		exit 0
+		;;
+	*)
+		echo "deps.sh: unknown argument: $arg" >&2
+		exit 2
+		;;
+	esac
+done
+
+missing=()
+# mariadb-server provides mariadbd and mariadb-install-db; mariadb-client
+# provides mariadb.
+if ! command -v mariadbd >/dev/null || ! command -v mariadb-install-db >/dev/null; then
+	missing+=(mariadb-server)
+fi
+if ! command -v mariadb >/dev/null; then
+	missing+=(mariadb-client)
+fi
+if [[ $want_sysbench == 1 ]] && ! command -v sysbench >/dev/null; then
+	missing+=(sysbench)
+fi
+
+if [[ ${#missing[@]} == 0 ]]; then
+	exit 0
+fi
+
+cmd="apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y ${missing[*]}"
+if [[ $(id -u) != 0 ]]; then
+	echo "deps.sh: missing: ${missing[*]}. Install them as root with:" >&2
+	echo "  sudo sh -c '$cmd'" >&2
+	exit 1
+fi
+if ! command -v apt-get >/dev/null; then
+	echo "deps.sh: missing: ${missing[*]}, and apt-get is not available: install them with your package manager." >&2
+	exit 1
+fi
+echo "deps.sh: installing ${missing[*]}" >&2
+apt-get update
+DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
