@@ -1,0 +1,52 @@
+// Package querypath tells the gateway what a SQL statement is.
+//
+// It is pure: SQL text goes in, a small [Route] value comes out. It performs
+// no I/O, keeps no global state and is safe for concurrent use. A
+// [Classifier] built by [New] holds the Vitess SQL parser; [Classifier.Classify]
+// is the only operation.
+//
+// # How a statement is classified
+//
+// Classification runs in up to three stages:
+//
+//  1. A fast keyword lexer reads the statement once, without allocating. It
+//     skips whitespace and comments, ignores the inside of string literals and
+//     quoted identifiers, and records the leading keywords plus every token
+//     that matters for session state: user variables (@x, but not @@x),
+//     GET_LOCK and friends, SQL_CALC_FOUND_ROWS, FOUND_ROWS(),
+//     LAST_INSERT_ID(), ROW_COUNT(), locking clauses, INTO, sequence syntax
+//     and ';' separators. The common statements (SELECT, INSERT, UPDATE,
+//     DELETE, REPLACE, transaction control, USE, SHOW, SET, KILL, EXPLAIN) are
+//     decided here.
+//  2. When the fast path is unsure (DDL, LOCK TABLES, PREPARE, SELECT ... INTO,
+//     WITH, unusual sequence syntax, ...) the statement is parsed with
+//     vitess.io/vitess/go/vt/sqlparser and the AST is walked. The parser wins
+//     over the lexer when both have an opinion.
+//  3. Statements the parser cannot read (MariaDB syntax such as RETURNING,
+//     CREATE SEQUENCE, SET STATEMENT ... FOR, XA, HANDLER) are classified from
+//     the lexer's findings alone, conservatively: [KindOther], plus
+//     [PinUnreplayable] when the leading keywords suggest session state.
+//
+// # Executable comments
+//
+// MySQL executable comments (/*!40101 SET NAMES utf8 */) and MariaDB ones
+// (/*M!100100 ... */) contain real SQL. They are expanded the way MariaDB 10.11
+// expands them before anything else looks at the statement: the content of a
+// comment runs when its version is at most 10.11.99, except that MySQL-only
+// versions 50700 to 99999 are ignored unless the comment is a /*M! one.
+// (Vitess compares versions as strings, which breaks for six-digit MariaDB
+// versions, so the classifier never lets the parser see such comments.)
+//
+// # Assumptions
+//
+// String literals are read with backslash escapes, as with MariaDB's default
+// sql_mode. A statement whose string literal would run to the end of the text
+// under that rule is read again without backslash escapes
+// (NO_BACKSLASH_ESCAPES) and the findings of both readings are combined.
+// Double-quoted text is treated as a string literal; under ANSI_QUOTES it is an
+// identifier, which makes no difference to classification.
+//
+// Strings in a Route (Database, Table, SetVar.Value) may share memory with the
+// sql argument: callers that keep them must not reuse the argument's bytes
+// (for example through an unsafe []byte to string conversion).
+package querypath
