@@ -1,0 +1,158 @@
+// Command gateway is the directgate MySQL gateway.
+//
+//	gateway serve --config gateway.yaml [--listen ADDR] [--log-level LEVEL]
+//	gateway version
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/directgate/directgate/config"
+	"github.com/directgate/directgate/gateway"
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/pflag"
+	vtlog "vitess.io/vitess/go/vt/log"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `usage:
+  gateway serve --config FILE [--listen ADDR] [--http-listen ADDR] [--log-level LEVEL] [--log-format text|json]
+  gateway version
+`
+
+// run is main without the exit, for tests.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "version", "--version", "-v":
+		fmt.Fprintf(stdout, "gateway %s\n", version)
+		return 0
+	case "serve":
+		if err := serve(args[1:], stderr); err != nil {
+			fmt.Fprintf(stderr, "gateway: %v\n", err)
+			return 1
+		}
+		return 0
+	case "help", "--help", "-h":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "gateway: unknown command %q\n%s", args[0], usage)
+	return 2
+}
+
+func serve(args []string, stderr io.Writer) error {
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "gateway.yaml", "configuration file")
+	listen := fs.String("listen", "", "MySQL listen address (overrides listen)")
+	httpListen := fs.String("http-listen", "", "HTTP listen address (overrides http_listen)")
+	logLevel := fs.String("log-level", "", "log level: trace, debug, info, warn, error (overrides log.level)")
+	logFormat := fs.String("log-format", "", "log format: text or json (overrides log.format)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	if *listen != "" {
+		cfg.Listen = *listen
+	}
+	if *httpListen != "" {
+		cfg.HTTPListen = *httpListen
+	}
+	if *logLevel != "" {
+		cfg.Log.Level = *logLevel
+	}
+	if *logFormat != "" {
+		cfg.Log.Format = *logFormat
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log := newLogger(cfg.Log, stderr)
+	vtlog.SwapLogger(newSlogBridge(log.Named("vitess")))
+
+	srv, err := gateway.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	if err := srv.Listen(); err != nil {
+		return errors.Join(err, srv.Shutdown(context.Background()))
+	}
+	var httpSrv *http.Server
+	if cfg.HTTPListen != "off" {
+		ln, err := net.Listen("tcp", cfg.HTTPListen)
+		if err != nil {
+			return errors.Join(fmt.Errorf("http listen %s: %w", cfg.HTTPListen, err), srv.Shutdown(context.Background()))
+		}
+		httpSrv = &http.Server{Handler: srv.HTTPHandler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = httpSrv.Serve(ln) }()
+		log.Info("serving HTTP", "addr", ln.Addr().String())
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve() }()
+	select {
+	case err := <-serveErr:
+		if err != nil {
+			log.Error("serving stopped", "error", err)
+		}
+		return errors.Join(err, shutdown(srv, httpSrv, cfg.ShutdownTimeout))
+	case <-ctx.Done():
+	}
+	stop()
+	log.Info("shutting down: draining sessions", "timeout", cfg.ShutdownTimeout)
+	err = shutdown(srv, httpSrv, cfg.ShutdownTimeout)
+	if serr := <-serveErr; serr != nil {
+		err = errors.Join(err, serr)
+	}
+	if err == nil {
+		log.Info("stopped cleanly")
+	}
+	return err
+}
+
+// shutdown stops the gateway, then the HTTP server, and joins their errors.
+func shutdown(srv *gateway.Server, httpSrv *http.Server, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := srv.Shutdown(ctx)
+	if httpSrv != nil {
+		hctx, hcancel := context.WithTimeout(context.Background(), time.Second)
+		defer hcancel()
+		err = errors.Join(err, httpSrv.Shutdown(hctx))
+	}
+	return err
+}
+
+func newLogger(c config.Log, w io.Writer) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       "gateway",
+		Level:      hclog.LevelFromString(c.Level),
+		JSONFormat: c.Format == "json",
+		Output:     w,
+		TimeFormat: time.RFC3339Nano,
+	})
+}

@@ -1,0 +1,139 @@
+package gateway
+
+import (
+	"errors"
+	"net"
+	"time"
+
+	"github.com/directgate/directgate/config"
+	"github.com/directgate/directgate/wire"
+)
+
+// errAuthFailed ends a session whose login was refused (already logged).
+var errAuthFailed = errors.New("authentication failed")
+
+// handshake greets the client, authenticates it against the configured
+// users and, when it named a database, checks that database on a backend.
+func (ss *Session) handshake() error {
+	_ = ss.nc.SetDeadline(time.Now().Add(handshakeTimeout))
+	defer ss.nc.SetDeadline(time.Time{})
+	salt, err := wire.NewSalt()
+	if err != nil {
+		return err
+	}
+	g := &wire.Greeting{
+		ServerVersion: ss.srv.serverVersion(),
+		ConnectionID:  ss.id,
+		Salt:          salt,
+		Caps:          wire.ServerCaps,
+		Collation:     ss.srv.serverCollation(),
+		Status:        wire.StatusAutocommit,
+		AuthPlugin:    wire.NativePassword,
+	}
+	if err := ss.client.WritePacket(wire.AppendGreeting(nil, g)); err != nil {
+		return err
+	}
+	if err := ss.client.Flush(); err != nil {
+		return err
+	}
+	p, err := ss.client.ReadPacket()
+	if err != nil {
+		return err
+	}
+	if wire.IsSSLRequest(p) {
+		ss.writeErr(wire.NewError(1043, "08S01", "Bad handshake: this gateway does not offer TLS yet; connect without SSL"))
+		return errors.New("client asked for TLS")
+	}
+	resp, err := wire.ParseHandshakeResponse(p)
+	if err != nil {
+		ss.writeErr(wire.NewError(1043, "08S01", "Bad handshake"))
+		return err
+	}
+	ss.caps = resp.Caps & wire.ServerCaps
+	user, known := ss.srv.users[resp.User]
+	plugin, answer := resp.AuthPlugin, resp.AuthData
+	if resp.Caps&wire.CapPluginAuth == 0 {
+		plugin = wire.NativePassword
+	}
+	if plugin != wire.NativePassword && plugin != wire.CachingSha2Password {
+		// Ask for mysql_native_password with the same salt.
+		plugin = wire.NativePassword
+		if err := ss.client.WritePacket(wire.AppendAuthSwitch(nil, plugin, salt)); err != nil {
+			return err
+		}
+		if err := ss.client.Flush(); err != nil {
+			return err
+		}
+		if answer, err = ss.client.ReadPacket(); err != nil {
+			return err
+		}
+	}
+	if !known || !wire.CheckScramble(plugin, salt, answer, user.Password) {
+		return ss.denied(resp.User, len(answer) > 0)
+	}
+	if plugin == wire.CachingSha2Password {
+		// Fast authentication succeeded.
+		if err := ss.client.WritePacket([]byte{0x01, 0x03}); err != nil {
+			return err
+		}
+	}
+	ss.user = user
+	ss.cluster = ss.srv.clusters[user.Cluster]
+	ss.pool, err = ss.cluster.pool(poolKey{addr: ss.cluster.primaryAddr(), foundRows: ss.caps&wire.CapFoundRows != 0})
+	if err != nil {
+		ss.writeErr(toClientError(err))
+		return err
+	}
+	ss.collation = resp.Collation
+	ss.namesPending = resp.Collation != wire.DefaultCollation
+	ss.vars = map[string]string{}
+	ss.multiStmt = ss.caps&wire.CapMultiStatements != 0
+	ss.nextState()
+	if resp.Database != "" {
+		if err := ss.connectDB(resp.Database); err != nil {
+			ss.writeErr(toClientError(err))
+			return err
+		}
+	}
+	return ss.writeOK(wire.OK{Status: ss.status})
+}
+
+// denied refuses a login with MariaDB's error and logs it without the
+// password.
+func (ss *Session) denied(user string, withPassword bool) error {
+	host, _, _ := net.SplitHostPort(ss.nc.RemoteAddr().String())
+	using := "NO"
+	if withPassword {
+		using = "YES"
+	}
+	ss.log.Warn("login refused", "user", user)
+	ss.writeErr(wire.NewError(erAccessDenied, "28000", "Access denied for user '%s'@'%s' (using password: %s)", user, host, using))
+	return errAuthFailed
+}
+
+// connectDB sets the database the client named in its handshake, checked
+// on a backend connection like COM_INIT_DB.
+func (ss *Session) connectDB(db string) error {
+	conn, err := ss.backend()
+	if err != nil {
+		return err
+	}
+	if _, err := conn.SimpleCommand(append([]byte{wire.ComInitDB}, db...)); err != nil {
+		var sqlErr *wire.SQLError
+		if errors.As(err, &sqlErr) {
+			ss.releaseLease()
+		} else {
+			ss.dropLease()
+			err = backendLost(conn.addr, err)
+		}
+		return err
+	}
+	ss.db = db
+	conn.db = db
+	ss.nextState()
+	conn.syncedState = ss.stateID
+	ss.releaseLease()
+	return nil
+}
+
+var _ = config.User{}

@@ -1,0 +1,18 @@
+// Package gateway is the client-facing side of directgate: the MySQL
+// protocol listener, authentication against the configured users, and one
+// Session per client connection holding that client's state (default
+// database, session variables, pinned backend connection, transaction).
+//
+// Concurrency contract: each client connection is served by exactly one
+// goroutine, which runs the handshake and then reads and answers commands
+// one at a time. A Session is touched only by that goroutine, so its state
+// needs no lock; the Server reads a session's few shared fields (busy,
+// connection) atomically for shutdown.
+//
+// The query path: read the command packet, classify it (querypath), take
+// the session's pinned backend connection or one from the primary's pool
+// (pools), bring the backend session in line with the client's (database,
+// variables, capabilities), forward the command and relay the response
+// packets as they arrive (wire.Relay), then decide from the statement and
+// the backend's status flags whether the session stays pinned.
+package gateway

@@ -1,0 +1,55 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/directgate/directgate/pools"
+	"github.com/directgate/directgate/wire"
+)
+
+// MySQL error numbers and SQLSTATEs the gateway produces itself.
+const (
+	erConCount         = 1040 // ER_CON_COUNT_ERROR
+	erAccessDenied     = 1045 // ER_ACCESS_DENIED_ERROR
+	erUnknownCom       = 1047 // ER_UNKNOWN_COM_ERROR
+	erServerShutdown   = 1053 // ER_SERVER_SHUTDOWN
+	erNetPacketTooLarg = 1153 // ER_NET_PACKET_TOO_LARGE
+	erMalformedPacket  = 1835 // ER_MALFORMED_PACKET
+	crConnHostError    = 2003 // CR_CONN_HOST_ERROR
+	crServerLost       = 2013 // CR_SERVER_LOST
+	erUnknownError     = 1105 // ER_UNKNOWN_ERROR
+	erLockWaitTimeout  = 1205
+)
+
+// toClientError maps any error of the query path to the MySQL error the
+// client sees. Backend errors pass through unchanged; everything else gets
+// a real error number and a message that says what to do.
+func toClientError(err error) *wire.SQLError {
+	var sqlErr *wire.SQLError
+	var timeout *pools.AcquireTimeoutError
+	var dialErr *dialError
+	var backendErr *wire.BackendError
+	switch {
+	case errors.As(err, &timeout):
+		return wire.NewError(erConCount, "08004", "Too many connections: %s", timeout.Error())
+	case errors.As(err, &dialErr):
+		return wire.NewError(crConnHostError, "HY000", "%s; check that the backend is running and that backend_user/backend_password are right", dialErr.Error())
+	case errors.As(err, &backendErr):
+		return wire.NewError(crServerLost, "HY000", "Lost connection to backend during query (%v); the statement may not have completed, retry it", backendErr.Err)
+	case errors.As(err, &sqlErr):
+		return sqlErr
+	case errors.Is(err, pools.ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, errShuttingDown):
+		return wire.NewError(erServerShutdown, "08S01", "Server shutdown in progress: the gateway is stopping, reconnect")
+	}
+	return wire.NewError(erUnknownError, "HY000", "gateway error: %v", err)
+}
+
+// errShuttingDown is returned to statements that arrive during shutdown.
+var errShuttingDown = errors.New("gateway shutting down")
+
+// backendLost wraps a broken backend connection for the mapper.
+func backendLost(addr string, err error) error {
+	return &wire.BackendError{Err: fmt.Errorf("%s: %w", addr, err)}
+}

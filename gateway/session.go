@@ -1,0 +1,574 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/directgate/directgate/config"
+	"github.com/directgate/directgate/pools"
+	"github.com/directgate/directgate/querypath"
+	"github.com/directgate/directgate/wire"
+	"github.com/hashicorp/go-hclog"
+)
+
+// handshakeTimeout bounds the time a client gets to log in.
+const handshakeTimeout = 10 * time.Second
+
+// Client connection buffer sizes: commands are small; results are flushed
+// in 16 KiB writes at least.
+const (
+	clientReadBuffer  = 16 << 10
+	clientWriteBuffer = 16 << 10
+	// keepReadBuffer is the largest command buffer a session keeps between
+	// commands.
+	keepReadBuffer = 1 << 20
+)
+
+// Session is one client connection and its state. See the package comment
+// for the concurrency contract.
+type Session struct {
+	srv     *Server
+	id      uint32
+	log     hclog.Logger
+	nc      net.Conn
+	client  *wire.Conn
+	user    config.User
+	cluster *cluster
+	pool    *pools.Pool[*backendConn]
+	relay   wire.Relay
+
+	// caps are the capabilities the client negotiated.
+	caps uint32
+	// collation is the client's handshake collation; namesPending says it
+	// still has to be turned into a "names" variable (needs a backend
+	// round trip once per cluster).
+	collation    byte
+	namesPending bool
+
+	// Replayable state, brought onto whichever connection serves the
+	// session. stateID changes whenever db, vars or multiStmt change.
+	db        string
+	vars      map[string]string
+	multiStmt bool
+	stateID   uint64
+
+	// status holds the backend status flags of the last OK or EOF.
+	status uint16
+	// lease is the backend connection serving the current statement, and
+	// between statements the connection the session is pinned to.
+	lease *pools.Lease[*backendConn]
+	// pins are the reasons the session holds lease between statements,
+	// besides an open transaction (inTxn).
+	pins  querypath.Pin
+	inTxn bool
+
+	busy   atomic.Bool
+	closed atomic.Bool
+}
+
+func (s *Server) serveConn(nc net.Conn, id uint32) {
+	defer nc.Close()
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	ss := &Session{
+		srv:    s,
+		id:     id,
+		nc:     nc,
+		client: wire.NewConn(nc, clientReadBuffer, clientWriteBuffer),
+		log:    s.log.With("conn_id", id, "client_addr", nc.RemoteAddr().String()),
+		status: wire.StatusAutocommit,
+	}
+	ss.client.MaxPacket = s.cfg.MaxAllowedPacket
+	s.register(ss)
+	defer s.unregister(ss)
+	ss.busy.Store(true)
+	if s.closing.Load() {
+		ss.writeErr(wire.NewError(erServerShutdown, "08S01", "Server shutdown in progress: the gateway is stopping, connect to another one"))
+		return
+	}
+	if err := ss.handshake(); err != nil {
+		if !errors.Is(err, io.EOF) && !errors.Is(err, errAuthFailed) {
+			ss.log.Debug("handshake failed", "error", err)
+		}
+		return
+	}
+	ss.log.Debug("client connected", "user", ss.user.User, "db", ss.db)
+	err := ss.loop()
+	ss.end()
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
+		ss.log.Debug("client connection ended", "error", err)
+	}
+}
+
+// nextState gives the session a new state version after a change.
+func (ss *Session) nextState() { ss.stateID = ss.srv.stateIDs.Add(1) }
+
+// interruptIfIdle wakes a session waiting for its next command so it sees
+// the shutdown; a busy session sees it after its statement.
+func (ss *Session) interruptIfIdle() {
+	if !ss.busy.Load() {
+		_ = ss.nc.SetReadDeadline(time.Now())
+	}
+}
+
+// forceClose cuts the client connection.
+func (ss *Session) forceClose() { _ = ss.nc.Close() }
+
+// loop reads and answers commands until the client quits or fails.
+func (ss *Session) loop() error {
+	for {
+		if ss.srv.closing.Load() && ss.lease == nil {
+			return nil
+		}
+		ss.client.ResetSeq()
+		ss.client.ShrinkBuffer(keepReadBuffer)
+		ss.busy.Store(false)
+		if ss.srv.closing.Load() && ss.lease == nil {
+			return nil
+		}
+		p, err := ss.client.ReadPacket()
+		ss.busy.Store(true)
+		if err != nil {
+			switch {
+			case errors.Is(err, wire.ErrPacketTooLarge):
+				ss.writeErr(wire.NewError(erNetPacketTooLarg, "08S01", "Got a packet bigger than 'max_allowed_packet' bytes (%d); send smaller statements or raise max_allowed_packet in the gateway config", ss.srv.cfg.MaxAllowedPacket))
+			case errors.Is(err, wire.ErrSequence):
+				ss.writeErr(wire.NewError(erMalformedPacket, "08S01", "Malformed communication packet: %v", err))
+			}
+			return err
+		}
+		if len(p) == 0 {
+			ss.writeErr(wire.NewError(erMalformedPacket, "08S01", "Malformed communication packet: empty command"))
+			return wire.ErrMalformed
+		}
+		if err := ss.dispatch(p); err != nil {
+			return err
+		}
+	}
+}
+
+// dispatch answers one command. A returned error ends the session.
+func (ss *Session) dispatch(p []byte) error {
+	switch p[0] {
+	case wire.ComQuery:
+		return ss.comQuery(p)
+	case wire.ComQuit:
+		return io.EOF
+	case wire.ComPing:
+		return ss.writeOK(wire.OK{Status: ss.status})
+	case wire.ComInitDB:
+		return ss.comInitDB(p)
+	case wire.ComFieldList:
+		return ss.forwardSimple(p, wire.ResponseFieldList)
+	case wire.ComStatistics:
+		return ss.forwardSimple(p, wire.ResponseRaw)
+	case wire.ComSetOption:
+		return ss.comSetOption(p)
+	case wire.ComResetConnection:
+		return ss.comResetConnection()
+	}
+	return ss.writeErr(wire.NewError(erUnknownCom, "08S01", "Unknown command 0x%02x: the gateway does not support it yet", p[0]))
+}
+
+// writeErr sends an ERR packet and flushes. The error it returns is the
+// client's write failure, if any.
+func (ss *Session) writeErr(e *wire.SQLError) error {
+	if err := ss.client.WritePacket(wire.AppendERR(nil, e)); err != nil {
+		return err
+	}
+	return ss.client.Flush()
+}
+
+// writeOK sends an OK packet and flushes.
+func (ss *Session) writeOK(ok wire.OK) error {
+	var b [32]byte
+	if err := ss.client.WritePacket(wire.AppendOK(b[:0], ok)); err != nil {
+		return err
+	}
+	return ss.client.Flush()
+}
+
+// comQuery runs a text-protocol statement.
+func (ss *Session) comQuery(p []byte) error {
+	var sql string
+	if len(p) > 1 {
+		// The route may point into p; everything kept beyond this command
+		// is cloned.
+		sql = unsafe.String(&p[1], len(p)-1)
+	}
+	route := ss.srv.classifier.Classify(sql)
+	return ss.run(p, route, wire.ResponseQuery)
+}
+
+// run forwards command p to a backend connection, relays the response and
+// updates the session. A read outside a transaction whose backend
+// connection breaks before anything reached the client is retried once on
+// another connection.
+func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) error {
+	for attempt := 0; ; attempt++ {
+		pinned := ss.lease != nil
+		conn, err := ss.backend()
+		if err != nil {
+			return ss.writeErr(toClientError(err))
+		}
+		res, err := ss.exchange(conn, p, kind)
+		if err == nil {
+			ss.afterStatement(conn, route, res)
+			return nil
+		}
+		var ce *wire.ClientError
+		if errors.As(err, &ce) {
+			ss.dropLease()
+			return err
+		}
+		// The backend connection broke.
+		ss.log.Warn("backend connection lost", "backend", conn.addr, "error", err)
+		ss.dropLease()
+		lostState := pinned && (ss.inTxn || ss.pins != 0)
+		ss.pins, ss.inTxn = 0, false
+		if res.Packets == 0 && attempt == 0 && !pinned && route.Kind == querypath.KindRead {
+			continue
+		}
+		if werr := ss.writeErr(toClientError(backendLost(conn.addr, err))); werr != nil {
+			return werr
+		}
+		if lostState {
+			// The transaction or session state died with the backend
+			// connection; the client must not carry on as if it existed.
+			return errors.New("backend connection holding session state was lost")
+		}
+		return nil
+	}
+}
+
+// exchange sends p on conn and relays the answer.
+func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind) (wire.Result, error) {
+	if err := conn.WriteCommand(p); err != nil {
+		return wire.Result{}, &wire.BackendError{Err: err}
+	}
+	ss.client.SetSeq(1)
+	ss.relay.ClientCaps = ss.caps
+	return ss.relay.Run(ss.client, conn.Conn, kind)
+}
+
+// backend returns the connection that serves the next statement: the
+// pinned one, or one from the pool brought in line with the session.
+func (ss *Session) backend() (*backendConn, error) {
+	if ss.lease != nil {
+		conn := ss.lease.Conn()
+		if conn.syncedState != ss.stateID {
+			if err := ss.sync(conn); err != nil {
+				return nil, err
+			}
+		}
+		return conn, nil
+	}
+	l, err := ss.pool.Acquire(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	conn := l.Conn()
+	ss.lease = l
+	if conn.dirty || conn.syncedState != ss.stateID {
+		if err := ss.sync(conn); err != nil {
+			var sqlErr *wire.SQLError
+			if errors.As(err, &sqlErr) {
+				conn.syncedState = 0
+				ss.releaseLease()
+			} else {
+				ss.dropLease()
+				err = backendLost(conn.addr, err)
+			}
+			return nil, err
+		}
+	}
+	return conn, nil
+}
+
+// sync makes conn's session match the client session: database, session
+// variables, multi-statement option. Only what differs is sent.
+func (ss *Session) sync(conn *backendConn) error {
+	if conn.dirty {
+		if err := conn.reset(); err != nil {
+			return err
+		}
+	}
+	if ss.namesPending {
+		ss.namesPending = false
+		names, ok, err := ss.cluster.collation(conn, ss.collation)
+		if err != nil {
+			return err
+		}
+		if ok {
+			ss.vars["names"] = names
+			ss.nextState()
+		}
+	}
+	if conn.db != ss.db {
+		if ss.db == "" {
+			if err := conn.changeUserNoDB(); err != nil {
+				return err
+			}
+		} else {
+			if _, err := conn.SimpleCommand(append([]byte{wire.ComInitDB}, ss.db...)); err != nil {
+				return err
+			}
+			conn.db = ss.db
+		}
+	}
+	if conn.multiStmt != ss.multiStmt {
+		opt := byte(1)
+		if ss.multiStmt {
+			opt = 0
+		}
+		if _, err := conn.SimpleCommand([]byte{wire.ComSetOption, opt, 0}); err != nil {
+			return err
+		}
+		conn.multiStmt = ss.multiStmt
+	}
+	if set := varsDiff(conn.vars, ss.vars); set != "" {
+		if _, err := conn.Exec(set); err != nil {
+			return err
+		}
+		conn.vars = copyVars(ss.vars)
+	}
+	conn.syncedState = ss.stateID
+	return nil
+}
+
+// varsDiff returns the SET statement that turns have into want, or "".
+func varsDiff(have, want map[string]string) string {
+	var b strings.Builder
+	add := func(name, value string) {
+		if b.Len() == 0 {
+			b.WriteString("SET ")
+		} else {
+			b.WriteString(", ")
+		}
+		setItem(&b, name, value)
+	}
+	// "names" first: it sets the character set later values are read in.
+	if v, ok := want["names"]; ok && have["names"] != v {
+		add("names", v)
+	} else if _, had := have["names"]; had && !ok {
+		add("names", resetValue("names"))
+	}
+	for name, v := range want {
+		if name != "names" && have[name] != v {
+			add(name, v)
+		}
+	}
+	for name := range have {
+		if _, ok := want[name]; !ok && name != "names" {
+			add(name, resetValue(name))
+		}
+	}
+	return b.String()
+}
+
+func copyVars(m map[string]string) map[string]string {
+	c := make(map[string]string, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+// afterStatement records what the statement changed and decides whether
+// the session keeps its backend connection.
+func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res wire.Result) {
+	ok := res.Err == nil
+	if ok {
+		ss.status = res.Status
+		switch route.Kind {
+		case querypath.KindUse:
+			if !route.MultiStatement {
+				ss.db = strings.Clone(route.Database)
+				conn.db = ss.db
+				ss.nextState()
+				conn.syncedState = ss.stateID
+			}
+		case querypath.KindSet:
+			if !route.MultiStatement && len(route.Vars) > 0 {
+				ss.applySet(conn, route.Vars)
+			}
+		}
+		if res.Status&wire.StatusDBDropped != 0 {
+			ss.db, conn.db = "", ""
+			ss.nextState()
+			conn.syncedState = ss.stateID
+		}
+	}
+	ss.pins |= route.Pin
+	if route.MultiStatement {
+		// Session changes inside a batch are not tracked: keep the
+		// connection for the rest of the session.
+		ss.pins |= querypath.PinUnreplayable
+	}
+	if ok {
+		ss.pins &^= route.Unpin &^ querypath.PinTempTable
+	}
+	if ok || res.Packets > 0 {
+		ss.inTxn = res.Status&wire.StatusInTrans != 0 || res.Status&wire.StatusAutocommit == 0
+	}
+	if ss.pins != 0 {
+		conn.dirty = true
+	}
+	if ss.pins == 0 && !ss.inTxn {
+		ss.releaseLease()
+	}
+}
+
+// applySet records the session variables a successful SET changed. Values
+// that are not literals are read back from the backend so they replay the
+// same on any connection.
+func (ss *Session) applySet(conn *backendConn, vars []querypath.SetVar) {
+	for _, v := range vars {
+		value := strings.Clone(v.Value)
+		if !v.Literal {
+			got, err := readVar(conn, v.Name)
+			if err != nil {
+				// Cannot replay it: keep the connection instead.
+				ss.pins |= querypath.PinUnreplayable
+				continue
+			}
+			value = got
+		}
+		ss.vars[strings.Clone(v.Name)] = value
+	}
+	ss.nextState()
+	conn.vars = copyVars(ss.vars)
+	conn.syncedState = ss.stateID
+}
+
+// readVar reads a session variable's value as an SQL literal.
+func readVar(conn *backendConn, name string) (string, error) {
+	var val []byte
+	null := false
+	err := conn.QueryRows("SELECT @@SESSION."+name, func(row [][]byte) {
+		if len(row) == 1 {
+			val, null = append([]byte(nil), row[0]...), row[0] == nil
+		}
+	})
+	if err != nil {
+		return "", err
+	}
+	if null {
+		return "NULL", nil
+	}
+	return sqlLiteral(string(val))
+}
+
+// errNotReplayable is returned for values the gateway cannot quote safely.
+var errNotReplayable = errors.New("value cannot be replayed")
+
+// sqlLiteral renders a variable value for SET: numbers bare, everything else
+// single-quoted. Values with a backslash are refused, because their quoting
+// depends on NO_BACKSLASH_ESCAPES.
+func sqlLiteral(v string) (string, error) {
+	if v != "" && strings.Trim(v, "0123456789.-") == "" {
+		return v, nil
+	}
+	if strings.ContainsRune(v, '\\') {
+		return "", errNotReplayable
+	}
+	return "'" + strings.ReplaceAll(v, "'", "''") + "'", nil
+}
+
+// releaseLease returns the session's connection to its pool, resetting it
+// first when it carries state the gateway cannot see.
+func (ss *Session) releaseLease() {
+	l := ss.lease
+	if l == nil {
+		return
+	}
+	ss.lease = nil
+	conn := l.Conn()
+	if conn.dirty {
+		if err := conn.reset(); err != nil {
+			l.Destroy()
+			return
+		}
+	}
+	l.Release()
+}
+
+// dropLease destroys the session's connection.
+func (ss *Session) dropLease() {
+	if ss.lease != nil {
+		ss.lease.Destroy()
+		ss.lease = nil
+	}
+}
+
+// end releases what the session holds when the client leaves. A
+// connection with an open transaction or session state is reset (which
+// rolls the transaction back) before anyone else gets it.
+func (ss *Session) end() {
+	if ss.lease == nil {
+		return
+	}
+	if ss.inTxn || ss.pins != 0 {
+		ss.lease.Conn().dirty = true
+	}
+	ss.releaseLease()
+}
+
+// forwardSimple forwards a command other than a query to a backend
+// connection and relays its answer.
+func (ss *Session) forwardSimple(p []byte, kind wire.ResponseKind) error {
+	return ss.run(p, querypath.Route{Kind: querypath.KindOther}, kind)
+}
+
+// comInitDB changes the default database (COM_INIT_DB), checked by the
+// backend.
+func (ss *Session) comInitDB(p []byte) error {
+	route := querypath.Route{Kind: querypath.KindUse, Database: string(p[1:])}
+	return ss.run(p, route, wire.ResponseOK)
+}
+
+// comSetOption switches multi-statements on (0) or off (1). The backend
+// connection follows at the next statement.
+func (ss *Session) comSetOption(p []byte) error {
+	if len(p) < 3 || p[1] > 1 || p[2] != 0 {
+		return ss.writeErr(wire.NewError(erUnknownCom, "08S01", "Unknown COM_SET_OPTION value"))
+	}
+	ss.multiStmt = p[1] == 0
+	ss.nextState()
+	if ss.caps&wire.CapDeprecateEOF != 0 {
+		var b [16]byte
+		if err := ss.client.WritePacket(append(b[:0], 0xfe, 0, 0, byte(ss.status), byte(ss.status>>8), 0, 0)); err != nil {
+			return err
+		}
+		return ss.client.Flush()
+	}
+	if err := ss.client.WritePacket(wire.AppendEOF(nil, 0, ss.status)); err != nil {
+		return err
+	}
+	return ss.client.Flush()
+}
+
+// comResetConnection gives the client a fresh session on the same gateway
+// connection: pins end (the backend connection is reset), variables return
+// to their defaults, the default database stays.
+func (ss *Session) comResetConnection() error {
+	if ss.lease != nil {
+		ss.lease.Conn().dirty = true
+		ss.releaseLease()
+	}
+	ss.pins, ss.inTxn = 0, false
+	ss.vars = map[string]string{}
+	ss.namesPending = ss.collation != wire.DefaultCollation
+	ss.multiStmt = ss.caps&wire.CapMultiStatements != 0
+	ss.status = wire.StatusAutocommit
+	ss.nextState()
+	return ss.writeOK(wire.OK{Status: ss.status})
+}
