@@ -284,7 +284,9 @@ func benchRelay(b *testing.B, rows int, caps uint32) {
 	}
 }
 
-func BenchmarkRelay1Row(b *testing.B)              { benchRelay(b, 1, CapProtocol41) }
-func BenchmarkRelay1RowDeprecateEOF(b *testing.B)  { benchRelay(b, 1, CapProtocol41|CapDeprecateEOF) }
-func BenchmarkRelay1000Rows(b *testing.B)          { benchRelay(b, 1000, CapProtocol41) }
-func BenchmarkRelay1000RowsDeprecate(b *testing.B) { benchRelay(b, 1000, CapProtocol41|CapDeprecateEOF) }
+func BenchmarkRelay1Row(b *testing.B)             { benchRelay(b, 1, CapProtocol41) }
+func BenchmarkRelay1RowDeprecateEOF(b *testing.B) { benchRelay(b, 1, CapProtocol41|CapDeprecateEOF) }
+func BenchmarkRelay1000Rows(b *testing.B)         { benchRelay(b, 1000, CapProtocol41) }
+func BenchmarkRelay1000RowsDeprecate(b *testing.B) {
+	benchRelay(b, 1000, CapProtocol41|CapDeprecateEOF)
+}
