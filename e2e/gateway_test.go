@@ -646,3 +646,57 @@ func TestBackendKilledMidQuery(t *testing.T) {
 		t.Fatalf("after restart: %v", err)
 	}
 }
+
+// LAST_INSERT_ID() and ROW_COUNT() read the session's previous statement
+// even though statements outside a transaction move between pooled
+// connections: right after the write (the connection is held briefly) and
+// after a pause (LAST_INSERT_ID() is replayed).
+func TestLastInsertIDAcrossPool(t *testing.T) {
+	db := gw(t)
+	mustExec(t, db, "DROP TABLE IF EXISTS autoinc", "CREATE TABLE autoinc (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+	// Keep other sessions busy so consecutive statements would land on
+	// different pooled connections.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			other := gw(t)
+			for j := 0; j < 2000; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := other.Exec("INSERT INTO autoinc (v) VALUES (0)"); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	one := open(t, shared.gwDSN(appUser, appPass, testDB, nil))
+	one.SetMaxOpenConns(1)
+	for i := 0; i < 20; i++ {
+		res, err := one.Exec("INSERT INTO autoinc (v) VALUES (1)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := res.LastInsertId()
+		if i%2 == 1 {
+			time.Sleep(120 * time.Millisecond) // past the hold: replayed
+		}
+		var got int64
+		if err := one.QueryRow("SELECT LAST_INSERT_ID()").Scan(&got); err != nil || got != want {
+			t.Fatalf("round %d: LAST_INSERT_ID() = %d, want %d (%v)", i, got, want, err)
+		}
+		if _, err := one.Exec(fmt.Sprintf("UPDATE autoinc SET v = 2 WHERE id IN (%d, %d)", want, want-1)); err != nil {
+			t.Fatal(err)
+		}
+		var rc int64
+		if err := one.QueryRow("SELECT ROW_COUNT()").Scan(&rc); err != nil || rc < 1 {
+			t.Fatalf("round %d: ROW_COUNT() = %d (%v)", i, rc, err)
+		}
+	}
+}

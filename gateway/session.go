@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -68,9 +69,15 @@ type Session struct {
 	// besides an open transaction (inTxn).
 	pins  querypath.Pin
 	inTxn bool
+	// lastInsertID is the last auto-increment value a statement of this
+	// session generated, replayed onto a new connection for statements
+	// that read LAST_INSERT_ID().
+	lastInsertID uint64
 
-	busy   atomic.Bool
-	closed atomic.Bool
+	busy atomic.Bool
+	// inFlight is the backend connection of the statement being relayed,
+	// so a forced shutdown can cut a statement that waits on the backend.
+	inFlight atomic.Pointer[backendConn]
 }
 
 func (s *Server) serveConn(nc net.Conn, id uint32) {
@@ -119,8 +126,13 @@ func (ss *Session) interruptIfIdle() {
 	}
 }
 
-// forceClose cuts the client connection.
-func (ss *Session) forceClose() { _ = ss.nc.Close() }
+// forceClose cuts the client connection and the statement in flight.
+func (ss *Session) forceClose() {
+	_ = ss.nc.Close()
+	if bc := ss.inFlight.Load(); bc != nil {
+		_ = bc.Close()
+	}
+}
 
 // loop reads and answers commands until the client quits or fails.
 func (ss *Session) loop() error {
@@ -130,6 +142,9 @@ func (ss *Session) loop() error {
 		}
 		ss.client.ResetSeq()
 		ss.client.ShrinkBuffer(keepReadBuffer)
+		if err := ss.holdLastResult(); err != nil {
+			return err
+		}
 		ss.busy.Store(false)
 		if ss.srv.closing.Load() && ss.lease == nil {
 			return nil
@@ -153,6 +168,32 @@ func (ss *Session) loop() error {
 			return err
 		}
 	}
+}
+
+// lastResultHold is how long a session keeps the connection of a write
+// outside a transaction, so that a LAST_INSERT_ID(), ROW_COUNT() or
+// FOUND_ROWS() in its next statement sees that write's result. A client
+// that is slower than this gets LAST_INSERT_ID() replayed from the OK
+// packet instead.
+const lastResultHold = 50 * time.Millisecond
+
+// holdLastResult waits briefly for the next command while the session holds
+// a connection only for the previous statement's result, and releases the
+// connection when the client stays quiet: an idle client must not sit on
+// a pooled connection.
+func (ss *Session) holdLastResult() error {
+	if ss.lease == nil || ss.inTxn || ss.pins&^querypath.TransientPins != 0 {
+		return nil
+	}
+	ready, err := ss.client.WaitReadable(lastResultHold)
+	if err != nil {
+		return err
+	}
+	if !ready {
+		ss.pins &^= querypath.TransientPins
+		ss.releaseLease()
+	}
+	return nil
 }
 
 // dispatch answers one command. A returned error ends the session.
@@ -216,6 +257,11 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 	for attempt := 0; ; attempt++ {
 		pinned := ss.lease != nil
 		conn, err := ss.backend()
+		if err == nil && route.ReadsLastResult && !pinned && ss.lastInsertID != 0 {
+			if err = ss.replayLastInsertID(conn); err != nil && ss.lease != nil {
+				ss.releaseLease()
+			}
+		}
 		if err != nil {
 			return ss.writeErr(toClientError(err))
 		}
@@ -234,7 +280,7 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 		ss.dropLease()
 		lostState := pinned && (ss.inTxn || ss.pins != 0)
 		ss.pins, ss.inTxn = 0, false
-		if res.Packets == 0 && attempt == 0 && !pinned && route.Kind == querypath.KindRead {
+		if res.Packets == 0 && attempt == 0 && !pinned && route.Kind == querypath.KindRead && !ss.srv.closing.Load() {
 			continue
 		}
 		if werr := ss.writeErr(toClientError(backendLost(conn.addr, err))); werr != nil {
@@ -249,6 +295,21 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 	}
 }
 
+// replayLastInsertID gives conn the session's LAST_INSERT_ID() before a
+// statement that reads it runs on a connection other than the one that
+// generated it.
+func (ss *Session) replayLastInsertID(conn *backendConn) error {
+	if _, err := conn.Exec("SET @@SESSION.last_insert_id = " + strconv.FormatUint(ss.lastInsertID, 10)); err != nil {
+		var sqlErr *wire.SQLError
+		if errors.As(err, &sqlErr) {
+			return err
+		}
+		ss.dropLease()
+		return backendLost(conn.addr, err)
+	}
+	return nil
+}
+
 // exchange sends p on conn and relays the answer.
 func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind) (wire.Result, error) {
 	if err := conn.WriteCommand(p); err != nil {
@@ -256,6 +317,8 @@ func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind)
 	}
 	ss.client.SetSeq(1)
 	ss.relay.ClientCaps = ss.caps
+	ss.inFlight.Store(conn)
+	defer ss.inFlight.Store(nil)
 	return ss.relay.Run(ss.client, conn.Conn, kind)
 }
 
@@ -386,8 +449,13 @@ func copyVars(m map[string]string) map[string]string {
 // the session keeps its backend connection.
 func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res wire.Result) {
 	ok := res.Err == nil
+	// The previous statement's result has now been read or is gone.
+	ss.pins &^= querypath.TransientPins
 	if ok {
 		ss.status = res.Status
+		if res.OK.LastInsertID != 0 {
+			ss.lastInsertID = res.OK.LastInsertID
+		}
 		switch route.Kind {
 		case querypath.KindUse:
 			if !route.MultiStatement {
@@ -419,7 +487,7 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 	if ok || res.Packets > 0 {
 		ss.inTxn = res.Status&wire.StatusInTrans != 0 || res.Status&wire.StatusAutocommit == 0
 	}
-	if ss.pins != 0 {
+	if ss.pins&^querypath.TransientPins != 0 {
 		conn.dirty = true
 	}
 	if ss.pins == 0 && !ss.inTxn {
@@ -565,6 +633,7 @@ func (ss *Session) comResetConnection() error {
 		ss.releaseLease()
 	}
 	ss.pins, ss.inTxn = 0, false
+	ss.lastInsertID = 0
 	ss.vars = map[string]string{}
 	ss.namesPending = ss.collation != wire.DefaultCollation
 	ss.multiStmt = ss.caps&wire.CapMultiStatements != 0

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"time"
 )
 
 // ErrPacketTooLarge is returned by ReadPacket when a logical packet exceeds
@@ -55,6 +57,25 @@ func (c *Conn) SetSeq(s byte) { c.seq = s }
 
 // Buffered reports how many bytes are buffered for reading.
 func (c *Conn) Buffered() int { return c.br.Buffered() }
+
+// WaitReadable waits up to d for the peer to send something, without
+// consuming it. It reports false when nothing arrived in time.
+func (c *Conn) WaitReadable(d time.Duration) (bool, error) {
+	if c.br.Buffered() > 0 {
+		return true, nil
+	}
+	if err := c.nc.SetReadDeadline(time.Now().Add(d)); err != nil {
+		return false, err
+	}
+	_, err := c.br.Peek(1)
+	if rerr := c.nc.SetReadDeadline(time.Time{}); err == nil {
+		err = rerr
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return false, nil
+	}
+	return err == nil, err
+}
 
 // ReadPacket reads one logical packet (joining packets split at 16 MiB) and
 // returns its payload. The slice is valid until the next read on c.

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -67,6 +68,7 @@ func serve(args []string, stderr io.Writer) error {
 	httpListen := fs.String("http-listen", "", "HTTP listen address (overrides http_listen)")
 	logLevel := fs.String("log-level", "", "log level: trace, debug, info, warn, error (overrides log.level)")
 	logFormat := fs.String("log-format", "", "log format: text or json (overrides log.format)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -88,6 +90,16 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 	log := newLogger(cfg.Log, stderr)
 	vtlog.SwapLogger(newSlogBridge(log.Named("vitess")))
