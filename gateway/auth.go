@@ -2,10 +2,8 @@ package gateway
 
 import (
 	"errors"
-	"net"
 	"time"
 
-	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/wire"
 )
 
@@ -21,6 +19,7 @@ func (ss *Session) handshake() error {
 	if err != nil {
 		return err
 	}
+	ss.salt = salt
 	g := &wire.Greeting{
 		ServerVersion: ss.srv.serverVersion(),
 		ConnectionID:  ss.id,
@@ -85,10 +84,7 @@ func (ss *Session) handshake() error {
 		return err
 	}
 	ss.collation = resp.Collation
-	ss.namesPending = resp.Collation != wire.DefaultCollation
-	ss.vars = map[string]string{}
-	ss.multiStmt = ss.caps&wire.CapMultiStatements != 0
-	ss.nextState()
+	ss.resetState()
 	if resp.Database != "" {
 		if err := ss.connectDB(resp.Database); err != nil {
 			ss.writeErr(toClientError(err))
@@ -101,13 +97,8 @@ func (ss *Session) handshake() error {
 // denied refuses a login with MariaDB's error and logs it without the
 // password.
 func (ss *Session) denied(user string, withPassword bool) error {
-	host, _, _ := net.SplitHostPort(ss.nc.RemoteAddr().String())
-	using := "NO"
-	if withPassword {
-		using = "YES"
-	}
 	ss.log.Warn("login refused", "user", user)
-	ss.writeErr(wire.NewError(erAccessDenied, "28000", "Access denied for user '%s'@'%s' (using password: %s)", user, host, using))
+	ss.writeErr(accessDenied(ss, user, withPassword))
 	return errAuthFailed
 }
 
@@ -135,5 +126,3 @@ func (ss *Session) connectDB(db string) error {
 	ss.releaseLease()
 	return nil
 }
-
-var _ = config.User{}

@@ -38,6 +38,10 @@ type backendConn struct {
 	// see (user variables, temporary tables, locks): it is reset before it
 	// serves another session.
 	dirty bool
+	// stmts are the statements prepared on this connection, shared by
+	// every session it serves; useClock orders them for eviction.
+	stmts    map[connStmtKey]*connStmt
+	useClock uint64
 	// dialOpts are kept for COM_CHANGE_USER.
 	user, password string
 }
@@ -216,6 +220,7 @@ func (bc *backendConn) reset() error {
 		return err
 	}
 	bc.vars = map[string]string{"names": "\x00unknown"}
+	bc.stmts = nil
 	bc.db = unknownDB
 	bc.dirty = false
 	bc.syncedState = 0
@@ -229,6 +234,7 @@ func (bc *backendConn) changeUserNoDB() error {
 		return err
 	}
 	bc.vars = map[string]string{"names": "\x00unknown"}
+	bc.stmts = nil
 	bc.db = ""
 	bc.dirty = false
 	bc.syncedState = 0

@@ -32,6 +32,7 @@ type Server struct {
 	// cheaply whether it already carries a session's state.
 	stateIDs atomic.Uint64
 	closing  atomic.Bool
+	pinStats pinStats
 
 	mu       sync.Mutex
 	sessions map[uint32]*Session

@@ -44,6 +44,8 @@ type Session struct {
 	cluster *cluster
 	pool    *pools.Pool[*backendConn]
 	relay   wire.Relay
+	// salt is the auth data of the handshake, reused by COM_CHANGE_USER.
+	salt []byte
 
 	// caps are the capabilities the client negotiated.
 	caps uint32
@@ -65,10 +67,19 @@ type Session struct {
 	// lease is the backend connection serving the current statement, and
 	// between statements the connection the session is pinned to.
 	lease *pools.Lease[*backendConn]
-	// pins are the reasons the session holds lease between statements,
-	// besides an open transaction (inTxn).
-	pins  querypath.Pin
-	inTxn bool
+	// pins are the reasons the session holds lease between statements.
+	pins pinSet
+	// stmts are the session's prepared statements by the ids the gateway
+	// gave them; stmtBytes is their text and long data in bytes; cursors
+	// counts open cursors.
+	stmts      map[uint32]*stmt
+	nextStmtID uint32
+	stmtBytes  int
+	cursors    int
+	execBuf    []byte
+	// stateKeyID and stateKeyStr cache stateKey() for stateID.
+	stateKeyID  uint64
+	stateKeyStr string
 	// lastInsertID is the last auto-increment value a statement of this
 	// session generated, replayed onto a new connection for statements
 	// that read LAST_INSERT_ID().
@@ -113,6 +124,12 @@ func (s *Server) serveConn(nc net.Conn, id uint32) {
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
 		ss.log.Debug("client connection ended", "error", err)
 	}
+}
+
+// clientHost is the client's address without the port.
+func (ss *Session) clientHost() string {
+	host, _, _ := net.SplitHostPort(ss.nc.RemoteAddr().String())
+	return host
 }
 
 // nextState gives the session a new state version after a change.
@@ -182,7 +199,7 @@ const lastResultHold = 50 * time.Millisecond
 // connection when the client stays quiet: an idle client must not sit on
 // a pooled connection.
 func (ss *Session) holdLastResult() error {
-	if ss.lease == nil || ss.inTxn || ss.pins&^querypath.TransientPins != 0 {
+	if ss.lease == nil || ss.pins == 0 || ss.pins&^transientPins != 0 {
 		return nil
 	}
 	ready, err := ss.client.WaitReadable(lastResultHold)
@@ -190,7 +207,7 @@ func (ss *Session) holdLastResult() error {
 		return err
 	}
 	if !ready {
-		ss.pins &^= querypath.TransientPins
+		ss.setPins(0)
 		ss.releaseLease()
 	}
 	return nil
@@ -215,6 +232,22 @@ func (ss *Session) dispatch(p []byte) error {
 		return ss.comSetOption(p)
 	case wire.ComResetConnection:
 		return ss.comResetConnection()
+	case wire.ComChangeUser:
+		return ss.comChangeUser(p)
+	case wire.ComProcessKill:
+		return ss.comProcessKill(p)
+	case wire.ComStmtPrepare:
+		return ss.comStmtPrepare(p)
+	case wire.ComStmtExecute:
+		return ss.comStmtExecute(p)
+	case wire.ComStmtSendLongData:
+		return ss.comStmtSendLongData(p)
+	case wire.ComStmtClose:
+		return ss.comStmtClose(p)
+	case wire.ComStmtReset:
+		return ss.comStmtReset(p)
+	case wire.ComStmtFetch:
+		return ss.comStmtFetch(p)
 	}
 	return ss.writeErr(wire.NewError(erUnknownCom, "08S01", "Unknown command 0x%02x: the gateway does not support it yet", p[0]))
 }
@@ -246,6 +279,9 @@ func (ss *Session) comQuery(p []byte) error {
 		sql = unsafe.String(&p[1], len(p)-1)
 	}
 	route := ss.srv.classifier.Classify(sql)
+	if handled, err := ss.runLocal(route); handled {
+		return err
+	}
 	return ss.run(p, route, wire.ResponseQuery)
 }
 
@@ -257,10 +293,8 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 	for attempt := 0; ; attempt++ {
 		pinned := ss.lease != nil
 		conn, err := ss.backend()
-		if err == nil && route.ReadsLastResult && !pinned && ss.lastInsertID != 0 {
-			if err = ss.replayLastInsertID(conn); err != nil && ss.lease != nil {
-				ss.releaseLease()
-			}
+		if err == nil && !pinned {
+			err = ss.prepareUnpinned(conn, route)
 		}
 		if err != nil {
 			return ss.writeErr(toClientError(err))
@@ -278,8 +312,8 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 		// The backend connection broke.
 		ss.log.Warn("backend connection lost", "backend", conn.addr, "error", err)
 		ss.dropLease()
-		lostState := pinned && (ss.inTxn || ss.pins != 0)
-		ss.pins, ss.inTxn = 0, false
+		lostState := pinned && ss.pins&^transientPins != 0
+		ss.setPins(0)
 		if res.Packets == 0 && attempt == 0 && !pinned && route.Kind == querypath.KindRead && !ss.srv.closing.Load() {
 			continue
 		}
@@ -293,21 +327,6 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 		}
 		return nil
 	}
-}
-
-// replayLastInsertID gives conn the session's LAST_INSERT_ID() before a
-// statement that reads it runs on a connection other than the one that
-// generated it.
-func (ss *Session) replayLastInsertID(conn *backendConn) error {
-	if _, err := conn.Exec("SET @@SESSION.last_insert_id = " + strconv.FormatUint(ss.lastInsertID, 10)); err != nil {
-		var sqlErr *wire.SQLError
-		if errors.As(err, &sqlErr) {
-			return err
-		}
-		ss.dropLease()
-		return backendLost(conn.addr, err)
-	}
-	return nil
 }
 
 // exchange sends p on conn and relays the answer.
@@ -445,67 +464,108 @@ func copyVars(m map[string]string) map[string]string {
 	return c
 }
 
+// prepareUnpinned runs before a statement on a connection the session
+// was not pinned to: statements that read the previous statement's result
+// get LAST_INSERT_ID() replayed, and SHOW WARNINGS must not see warnings
+// another session left on the connection.
+func (ss *Session) prepareUnpinned(conn *backendConn, route querypath.Route) error {
+	var stmt string
+	switch {
+	case route.ReadsLastResult && ss.lastInsertID != 0:
+		stmt = "SET @@SESSION.last_insert_id = " + strconv.FormatUint(ss.lastInsertID, 10)
+	case route.Kind == querypath.KindShowWarnings:
+		stmt = "DO 0"
+	default:
+		return nil
+	}
+	if _, err := conn.Exec(stmt); err != nil {
+		var sqlErr *wire.SQLError
+		if errors.As(err, &sqlErr) {
+			ss.releaseLease()
+			return err
+		}
+		ss.dropLease()
+		return backendLost(conn.addr, err)
+	}
+	return nil
+}
+
 // afterStatement records what the statement changed and decides whether
 // the session keeps its backend connection.
 func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res wire.Result) {
 	ok := res.Err == nil
-	// The previous statement's result has now been read or is gone.
-	ss.pins &^= querypath.TransientPins
+	// The previous statement's transient state has now been read or is gone.
+	pins := ss.pins &^ transientPins
 	if ok {
 		ss.status = res.Status
 		if res.OK.LastInsertID != 0 {
 			ss.lastInsertID = res.OK.LastInsertID
 		}
-		switch route.Kind {
-		case querypath.KindUse:
-			if !route.MultiStatement {
-				ss.db = strings.Clone(route.Database)
-				conn.db = ss.db
-				ss.nextState()
-				conn.syncedState = ss.stateID
-			}
-		case querypath.KindSet:
-			if !route.MultiStatement && len(route.Vars) > 0 {
-				ss.applySet(conn, route.Vars)
-			}
+		if route.Kind == querypath.KindUse || route.Database != "" {
+			ss.db = strings.Clone(route.Database)
+			conn.db = ss.db
+			ss.nextState()
+			conn.syncedState = ss.stateID
+		}
+		if len(route.Vars) > 0 {
+			pins |= ss.applySet(conn, route.Vars)
 		}
 		if res.Status&wire.StatusDBDropped != 0 {
 			ss.db, conn.db = "", ""
 			ss.nextState()
 			conn.syncedState = ss.stateID
 		}
+		if res.Status&wire.StatusInTrans != 0 || res.Status&wire.StatusAutocommit == 0 {
+			pins |= pinTxn
+		} else {
+			pins &^= pinTxn
+		}
+		pins &^= pinSet(route.Unpin &^ querypath.PinTempTable)
+		if res.Warnings > 0 {
+			pins |= pinWarnings
+		}
+	} else if route.MultiStatement && (len(route.Vars) > 0 || route.Database != "") {
+		// A batch failed part way: which of its session changes ran is
+		// unknown, so the connection keeps them.
+		pins |= pinSet(querypath.PinUnreplayable)
 	}
-	ss.pins |= route.Pin
-	if route.MultiStatement {
-		// Session changes inside a batch are not tracked: keep the
-		// connection for the rest of the session.
-		ss.pins |= querypath.PinUnreplayable
-	}
-	if ok {
-		ss.pins &^= route.Unpin &^ querypath.PinTempTable
-	}
-	if ok || res.Packets > 0 {
-		ss.inTxn = res.Status&wire.StatusInTrans != 0 || res.Status&wire.StatusAutocommit == 0
-	}
-	if ss.pins&^querypath.TransientPins != 0 {
+	pins |= pinSet(route.Pin)
+	ss.setPins(pins)
+	if ss.pins&stickyPins != 0 {
 		conn.dirty = true
 	}
-	if ss.pins == 0 && !ss.inTxn {
+	if ss.pins == 0 {
 		ss.releaseLease()
 	}
+}
+
+// setPins changes the session's pin reasons, counting and logging the new
+// ones.
+func (ss *Session) setPins(p pinSet) {
+	if added := p &^ ss.pins; added != 0 {
+		ss.srv.pinStats.add(added)
+		if ss.log.IsDebug() && added&^transientPins != 0 {
+			ss.log.Debug("session pinned", "reasons", added.String())
+		}
+	}
+	if ss.log.IsDebug() && ss.pins&^transientPins != 0 && p&^transientPins == 0 {
+		ss.log.Debug("session unpinned", "was", ss.pins.String())
+	}
+	ss.pins = p
 }
 
 // applySet records the session variables a successful SET changed. Values
 // that are not literals are read back from the backend so they replay the
 // same on any connection.
-func (ss *Session) applySet(conn *backendConn, vars []querypath.SetVar) {
+func (ss *Session) applySet(conn *backendConn, vars []querypath.SetVar) pinSet {
+	var pins pinSet
 	for _, v := range vars {
 		value := strings.Clone(v.Value)
 		if !v.Literal {
 			got, err := readVar(conn, v.Name)
 			if err != nil {
 				// Cannot replay it: keep the connection instead.
-				ss.pins |= querypath.PinUnreplayable
+				pins |= pinSet(querypath.PinUnreplayable)
 				continue
 			}
 			value = got
@@ -515,6 +575,7 @@ func (ss *Session) applySet(conn *backendConn, vars []querypath.SetVar) {
 	ss.nextState()
 	conn.vars = copyVars(ss.vars)
 	conn.syncedState = ss.stateID
+	return pins
 }
 
 // readVar reads a session variable's value as an SQL literal.
@@ -584,7 +645,7 @@ func (ss *Session) end() {
 	if ss.lease == nil {
 		return
 	}
-	if ss.inTxn || ss.pins != 0 {
+	if ss.pins&^transientPins != 0 {
 		ss.lease.Conn().dirty = true
 	}
 	ss.releaseLease()
@@ -632,12 +693,10 @@ func (ss *Session) comResetConnection() error {
 		ss.lease.Conn().dirty = true
 		ss.releaseLease()
 	}
-	ss.pins, ss.inTxn = 0, false
-	ss.lastInsertID = 0
-	ss.vars = map[string]string{}
-	ss.namesPending = ss.collation != wire.DefaultCollation
-	ss.multiStmt = ss.caps&wire.CapMultiStatements != 0
-	ss.status = wire.StatusAutocommit
+	ss.closeCursors()
+	db := ss.db
+	ss.resetState()
+	ss.db = db
 	ss.nextState()
 	return ss.writeOK(wire.OK{Status: ss.status})
 }

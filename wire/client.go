@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -329,3 +330,43 @@ func (bc *BackendConn) SimpleCommand(cmd []byte) (OK, error) {
 	}
 	return ok, nil
 }
+
+// Prepare prepares query on the connection (COM_STMT_PREPARE) and reads
+// the whole answer, returning the statement id and the counts of
+// parameters and columns. A backend error comes back as *SQLError.
+func (bc *BackendConn) Prepare(query string) (id uint32, params, columns uint16, err error) {
+	cmd := make([]byte, 0, 1+len(query))
+	cmd = append(cmd, ComStmtPrepare)
+	cmd = append(cmd, query...)
+	if err := bc.WriteCommand(cmd); err != nil {
+		return 0, 0, 0, err
+	}
+	p, err := bc.ReadPacket()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if IsERR(p) {
+		return 0, 0, 0, ParseERR(p)
+	}
+	if len(p) < 12 || p[0] != okHeader {
+		return 0, 0, 0, ErrMalformed
+	}
+	id = binary.LittleEndian.Uint32(p[1:])
+	columns = binary.LittleEndian.Uint16(p[5:])
+	params = binary.LittleEndian.Uint16(p[7:])
+	for _, n := range []uint16{params, columns} {
+		if n == 0 {
+			continue
+		}
+		for range int(n) + 1 { // definitions and their EOF
+			if _, err := bc.ReadPacket(); err != nil {
+				return 0, 0, 0, err
+			}
+		}
+	}
+	return id, params, columns, nil
+}
+
+// SendNoReply sends a command that the server does not answer
+// (COM_STMT_CLOSE, COM_STMT_SEND_LONG_DATA).
+func (bc *BackendConn) SendNoReply(cmd []byte) error { return bc.WriteCommand(cmd) }

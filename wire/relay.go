@@ -70,6 +70,10 @@ type Result struct {
 type Relay struct {
 	// ClientCaps are the capabilities the client negotiated.
 	ClientCaps uint32
+	// StmtID, when not zero, replaces the statement id in the OK packet of
+	// a COM_STMT_PREPARE answer: clients see the gateway's ids, not the
+	// backend's.
+	StmtID uint32
 	// scratch holds packets the relay builds itself.
 	scratch [16]byte
 	// sent counts packets written to the client in this Run.
@@ -184,6 +188,9 @@ func (r *Relay) Run(client, backend *Conn, kind ResponseKind) (res Result, err e
 				state = stDone
 			case kind == ResponsePrepare && first == okHeader && n >= 12:
 				res.StmtID = binary.LittleEndian.Uint32(p[1:])
+				if r.StmtID != 0 {
+					binary.LittleEndian.PutUint32(p[1:], r.StmtID)
+				}
 				columns = uint64(binary.LittleEndian.Uint16(p[5:]))
 				params = uint64(binary.LittleEndian.Uint16(p[7:]))
 				res.Columns, res.Params = uint16(columns), uint16(params)

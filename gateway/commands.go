@@ -1,0 +1,229 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+
+	"github.com/directgate/directgate/querypath"
+	"github.com/directgate/directgate/wire"
+)
+
+// comChangeUser logs the client in again as another (or the same) user
+// and gives it a fresh session. A refused login keeps the old session, as
+// MariaDB does.
+func (ss *Session) comChangeUser(p []byte) error {
+	req, err := parseChangeUser(p, ss.caps)
+	if err != nil {
+		ss.writeErr(wire.NewError(erMalformedPacket, "08S01", "Malformed communication packet"))
+		return err
+	}
+	user, known := ss.srv.users[req.user]
+	plugin, answer := req.plugin, req.auth
+	if ss.caps&wire.CapPluginAuth == 0 || plugin == "" {
+		plugin = wire.NativePassword
+	}
+	if plugin != wire.NativePassword && plugin != wire.CachingSha2Password {
+		plugin = wire.NativePassword
+		if err := ss.client.WritePacket(wire.AppendAuthSwitch(nil, plugin, ss.salt)); err != nil {
+			return err
+		}
+		if err := ss.client.Flush(); err != nil {
+			return err
+		}
+		if answer, err = ss.client.ReadPacket(); err != nil {
+			return err
+		}
+	}
+	if !known || !wire.CheckScramble(plugin, ss.salt, answer, user.Password) {
+		ss.log.Warn("change user refused", "user", req.user)
+		return ss.writeErr(accessDenied(ss, req.user, len(answer) > 0))
+	}
+	if plugin == wire.CachingSha2Password {
+		if err := ss.client.WritePacket([]byte{0x01, 0x03}); err != nil {
+			return err
+		}
+	}
+	// A fresh session: the old one's connection is reset and released.
+	if ss.lease != nil {
+		ss.lease.Conn().dirty = true
+		ss.releaseLease()
+	}
+	ss.setPins(0)
+	ss.closeCursors()
+	ss.user = user
+	ss.cluster = ss.srv.clusters[user.Cluster]
+	if ss.pool, err = ss.cluster.pool(poolKey{addr: ss.cluster.primaryAddr(), foundRows: ss.caps&wire.CapFoundRows != 0}); err != nil {
+		return ss.writeErr(toClientError(err))
+	}
+	if req.collation != 0 {
+		ss.collation = req.collation
+	}
+	ss.resetState()
+	if req.db != "" {
+		if err := ss.connectDB(req.db); err != nil {
+			return ss.writeErr(toClientError(err))
+		}
+	}
+	ss.log.Debug("changed user", "user", user.User, "db", ss.db)
+	return ss.writeOK(wire.OK{Status: ss.status})
+}
+
+// changeUserRequest is the content of COM_CHANGE_USER.
+type changeUserRequest struct {
+	user, db, plugin string
+	auth             []byte
+	collation        byte
+}
+
+func parseChangeUser(p []byte, caps uint32) (changeUserRequest, error) {
+	var r changeUserRequest
+	rest := p[1:]
+	cstr := func() (string, bool) {
+		for i, c := range rest {
+			if c == 0 {
+				s := string(rest[:i])
+				rest = rest[i+1:]
+				return s, true
+			}
+		}
+		return "", false
+	}
+	var ok bool
+	if r.user, ok = cstr(); !ok {
+		return r, wire.ErrMalformed
+	}
+	if caps&wire.CapSecureConnection != 0 {
+		if len(rest) < 1 || len(rest) < 1+int(rest[0]) {
+			return r, wire.ErrMalformed
+		}
+		r.auth = append([]byte(nil), rest[1:1+int(rest[0])]...)
+		rest = rest[1+int(rest[0]):]
+	} else {
+		s, ok := cstr()
+		if !ok {
+			return r, wire.ErrMalformed
+		}
+		r.auth = []byte(s)
+	}
+	if len(rest) == 0 {
+		return r, nil
+	}
+	if r.db, ok = cstr(); !ok {
+		r.db, rest = string(rest), nil
+	}
+	if len(rest) >= 2 {
+		r.collation = rest[0]
+		rest = rest[2:]
+	}
+	if caps&wire.CapPluginAuth != 0 && len(rest) > 0 {
+		if r.plugin, ok = cstr(); !ok {
+			r.plugin = string(rest)
+		}
+	}
+	return r, nil
+}
+
+// resetState forgets everything the session set: variables, prepared
+// statements, pins, last insert id. The database is left to the caller.
+func (ss *Session) resetState() {
+	ss.setPins(0)
+	ss.lastInsertID = 0
+	ss.stmts, ss.stmtBytes, ss.cursors = map[uint32]*stmt{}, 0, 0
+	ss.vars = map[string]string{}
+	ss.namesPending = ss.collation != wire.DefaultCollation
+	ss.multiStmt = ss.caps&wire.CapMultiStatements != 0
+	ss.status = wire.StatusAutocommit
+	ss.db = ""
+	ss.nextState()
+}
+
+// accessDenied is MariaDB's error for a refused login.
+func accessDenied(ss *Session, user string, withPassword bool) *wire.SQLError {
+	using := "NO"
+	if withPassword {
+		using = "YES"
+	}
+	return wire.NewError(erAccessDenied, "28000", "Access denied for user '%s'@'%s' (using password: %s)", user, ss.clientHost(), using)
+}
+
+// comProcessKill is COM_PROCESS_KILL: KILL CONNECTION with a gateway id.
+func (ss *Session) comProcessKill(p []byte) error {
+	if len(p) < 5 {
+		return ss.writeErr(wire.NewError(erMalformedPacket, "08S01", "Malformed communication packet"))
+	}
+	id := uint64(p[1]) | uint64(p[2])<<8 | uint64(p[3])<<16 | uint64(p[4])<<24
+	return ss.kill(id, false)
+}
+
+// kill ends another session (KILL [CONNECTION] id) or its running
+// statement (KILL QUERY id). Ids are the gateway's connection ids, as
+// clients got them in the handshake. A user may kill only its own
+// sessions: the gateway has no account that MariaDB's CONNECTION ADMIN
+// would map to.
+func (ss *Session) kill(id uint64, query bool) error {
+	var target *Session
+	if id <= math.MaxUint32 {
+		ss.srv.mu.Lock()
+		target = ss.srv.sessions[uint32(id)]
+		ss.srv.mu.Unlock()
+	}
+	if target == nil {
+		return ss.writeErr(wire.NewError(1094, "HY000", "Unknown thread id: %d", id))
+	}
+	if target.user.User != ss.user.User {
+		return ss.writeErr(wire.NewError(1095, "HY000", "You are not owner of thread %d", id))
+	}
+	if target == ss {
+		if query {
+			return ss.writeOK(wire.OK{Status: ss.status})
+		}
+		ss.writeErr(wire.NewError(1927, "70100", "Connection was killed"))
+		return errors.New("killed itself")
+	}
+	if err := ss.killBackendQuery(target); err != nil {
+		return ss.writeErr(toClientError(err))
+	}
+	if !query {
+		target.forceClose()
+	}
+	return ss.writeOK(wire.OK{Status: ss.status})
+}
+
+// killBackendQuery stops the statement target is running on its backend
+// connection, with KILL QUERY on another connection of the same pool.
+func (ss *Session) killBackendQuery(target *Session) error {
+	bc := target.inFlight.Load()
+	if bc == nil {
+		return nil
+	}
+	l, err := target.pool.Acquire(context.Background())
+	if err != nil {
+		return err
+	}
+	_, err = l.Conn().Exec("KILL QUERY " + strconv.FormatUint(uint64(bc.Greeting.ConnectionID), 10))
+	var sqlErr *wire.SQLError
+	switch {
+	case err == nil:
+		l.Release()
+	case errors.As(err, &sqlErr):
+		l.Release()
+		if sqlErr.Code == 1094 { // the statement just finished
+			err = nil
+		}
+	default:
+		l.Destroy()
+	}
+	return err
+}
+
+// runLocal answers statements the gateway handles itself. handled is false
+// for everything that goes to a backend.
+func (ss *Session) runLocal(route querypath.Route) (handled bool, err error) {
+	switch route.Kind {
+	case querypath.KindKill:
+		return true, ss.kill(route.KillID, route.KillQuery)
+	}
+	return false, nil
+}

@@ -1,0 +1,87 @@
+package gateway
+
+import (
+	"math/bits"
+	"strings"
+	"sync/atomic"
+
+	"github.com/directgate/directgate/querypath"
+)
+
+// pinSet is every reason a session can hold its backend connection between
+// statements: the classifier's reasons (querypath.Pin) in the low 16 bits,
+// and those the gateway sees itself above them.
+type pinSet uint32
+
+const (
+	// pinTxn: the backend reports an open transaction or autocommit off.
+	pinTxn pinSet = 1 << (16 + iota)
+	// pinCursor: a prepared statement has an open cursor (COM_STMT_FETCH).
+	pinCursor
+	// pinWarnings: the last statement left warnings that a SHOW WARNINGS
+	// right after it must read from the same connection.
+	pinWarnings
+)
+
+// transientPins last only until the next statement.
+const transientPins = pinSet(querypath.TransientPins) | pinWarnings
+
+// stickyPins leave state on the backend connection that the gateway cannot
+// see: the connection is reset before another session gets it.
+const stickyPins = pinSet(querypath.PinUserVar | querypath.PinTempTable | querypath.PinLock |
+	querypath.PinLockTables | querypath.PinPrepare | querypath.PinFoundRows | querypath.PinUnreplayable)
+
+// pinName names a single reason, as counted in PinStats.
+func pinName(bit pinSet) string {
+	switch bit {
+	case pinTxn:
+		return "transaction"
+	case pinCursor:
+		return "cursor"
+	case pinWarnings:
+		return "warnings"
+	}
+	return querypath.Pin(bit).String()
+}
+
+// String lists the reasons, for logs.
+func (p pinSet) String() string {
+	if p == 0 {
+		return "none"
+	}
+	var names []string
+	for rest := p; rest != 0; rest &= rest - 1 {
+		names = append(names, pinName(rest&-rest))
+	}
+	return strings.Join(names, "|")
+}
+
+// pinStats counts how often sessions got pinned, by reason.
+type pinStats struct {
+	counts [32]atomic.Int64
+}
+
+// add counts each reason in added.
+func (s *pinStats) add(added pinSet) {
+	for rest := added; rest != 0; rest &= rest - 1 {
+		s.counts[bits.TrailingZeros32(uint32(rest))].Add(1)
+	}
+}
+
+// snapshot returns the counts by reason name.
+func (s *pinStats) snapshot() map[string]int64 {
+	m := map[string]int64{}
+	for i := range 8 {
+		m[pinName(1<<i)] = s.counts[i].Load()
+	}
+	for _, b := range []pinSet{pinTxn, pinCursor, pinWarnings} {
+		m[pinName(b)] = s.counts[bits.TrailingZeros32(uint32(b))].Load()
+	}
+	return m
+}
+
+// PinStats returns how many times a session got pinned to its backend
+// connection, by reason: transaction, user_var, temp_table, lock,
+// lock_tables, prepare, found_rows, last_result, unreplayable, cursor,
+// warnings.
+func (s *Server) PinStats() map[string]int64 { return s.pinStats.snapshot() }

@@ -1,0 +1,402 @@
+package gateway
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/directgate/directgate/querypath"
+	"github.com/directgate/directgate/wire"
+)
+
+// Limits on prepared statements.
+const (
+	// maxSessionStmts bounds the statements one session keeps prepared.
+	maxSessionStmts = 4096
+	// maxSessionStmtBytes bounds the SQL text and long data one session
+	// keeps for its prepared statements.
+	maxSessionStmtBytes = 64 << 20
+	// maxConnStmts bounds the statements prepared on one backend
+	// connection; the least recently used is closed beyond it. With the
+	// default pool of 64 this stays far below MariaDB's
+	// max_prepared_stmt_count (16382).
+	maxConnStmts = 128
+)
+
+// stmt is a statement a client prepared with COM_STMT_PREPARE. The gateway
+// keeps its text and prepares it on whichever backend connection serves an
+// execute, so a session with prepared statements stays multiplexed.
+type stmt struct {
+	sql     string
+	route   querypath.Route
+	params  uint16
+	columns uint16
+	// types are the parameter types of the last execute that sent them;
+	// they are resent on every execute, since the backend connection may
+	// not have seen them.
+	types []byte
+	// longData holds COM_STMT_SEND_LONG_DATA chunks until the execute.
+	longData []longData
+	longSize int
+	// tooLong records long data beyond the limit, reported at execute.
+	tooLong bool
+	// cursor is set while a cursor is open on the pinned connection.
+	cursor bool
+}
+
+type longData struct {
+	param uint16
+	data  []byte
+}
+
+// connStmtKey names a statement prepared on a backend connection: the same
+// text means the same statement only under the same database and session
+// variables.
+type connStmtKey struct {
+	state string
+	sql   string
+}
+
+// connStmt is a statement prepared on a backend connection.
+type connStmt struct {
+	id      uint32
+	lastUse uint64
+}
+
+// stateKey describes the session state a statement's meaning depends on:
+// the database and the session variables (sql_mode, character set, ...).
+func (ss *Session) stateKey() string {
+	if ss.stateKeyID == ss.stateID {
+		return ss.stateKeyStr
+	}
+	key := ss.db + "\x00" + varsDiff(nil, ss.vars)
+	ss.stateKeyID, ss.stateKeyStr = ss.stateID, key
+	return key
+}
+
+// backendStmt returns the id of st on conn, preparing it there first if
+// needed and closing the least recently used statement beyond the limit.
+func (ss *Session) backendStmt(conn *backendConn, st *stmt) (uint32, error) {
+	key := connStmtKey{state: ss.stateKey(), sql: st.sql}
+	conn.useClock++
+	if cs, ok := conn.stmts[key]; ok {
+		cs.lastUse = conn.useClock
+		return cs.id, nil
+	}
+	if len(conn.stmts) >= maxConnStmts {
+		var oldKey connStmtKey
+		var oldest *connStmt
+		for k, cs := range conn.stmts {
+			if oldest == nil || cs.lastUse < oldest.lastUse {
+				oldKey, oldest = k, cs
+			}
+		}
+		delete(conn.stmts, oldKey)
+		if err := conn.SendNoReply(appendStmtCmd(nil, wire.ComStmtClose, oldest.id)); err != nil {
+			return 0, err
+		}
+	}
+	id, _, _, err := conn.Prepare(st.sql)
+	if err != nil {
+		return 0, err
+	}
+	if conn.stmts == nil {
+		conn.stmts = map[connStmtKey]*connStmt{}
+	}
+	conn.stmts[key] = &connStmt{id: id, lastUse: conn.useClock}
+	return id, nil
+}
+
+func appendStmtCmd(b []byte, cmd byte, id uint32) []byte {
+	b = append(b, cmd)
+	return binary.LittleEndian.AppendUint32(b, id)
+}
+
+// comStmtPrepare prepares a statement on a backend connection, relays the
+// answer with the gateway's statement id and remembers the statement.
+func (ss *Session) comStmtPrepare(p []byte) error {
+	if len(ss.stmts) >= maxSessionStmts {
+		return ss.writeErr(wire.NewError(1461, "42000", "Can't create more than max_prepared_stmt_count statements (current value: %d): the gateway keeps at most %d per session; close statements you no longer use", maxSessionStmts, maxSessionStmts))
+	}
+	sql := string(p[1:])
+	if ss.stmtBytes+len(sql) > maxSessionStmtBytes {
+		return ss.writeErr(wire.NewError(1461, "42000", "Can't create more than max_prepared_stmt_count statements: this session's prepared statements already hold %d bytes; close statements you no longer use", ss.stmtBytes))
+	}
+	conn, err := ss.backend()
+	if err != nil {
+		return ss.writeErr(toClientError(err))
+	}
+	id := ss.nextStmtID + 1
+	ss.relay.StmtID = id
+	res, err := ss.exchange(conn, p, wire.ResponsePrepare)
+	ss.relay.StmtID = 0
+	if err != nil {
+		return ss.statementFailed(conn, err)
+	}
+	if res.Err == nil {
+		ss.nextStmtID = id
+		route := ss.srv.classifier.Classify(sql)
+		ss.stmts[id] = &stmt{sql: sql, route: route, params: res.Params, columns: res.Columns}
+		ss.stmtBytes += len(sql)
+		if conn.stmts == nil {
+			conn.stmts = map[connStmtKey]*connStmt{}
+		}
+		conn.useClock++
+		conn.stmts[connStmtKey{state: ss.stateKey(), sql: sql}] = &connStmt{id: res.StmtID, lastUse: conn.useClock}
+	}
+	ss.finishCommand()
+	return nil
+}
+
+// finishCommand releases the connection after a command that changes no
+// session state, unless the session is pinned.
+func (ss *Session) finishCommand() {
+	if ss.pins&^transientPins == 0 {
+		ss.setPins(0)
+		ss.releaseLease()
+	}
+}
+
+// statementFailed handles a broken client or backend connection during a
+// command that is never retried.
+func (ss *Session) statementFailed(conn *backendConn, err error) error {
+	var ce *wire.ClientError
+	if errors.As(err, &ce) {
+		ss.dropLease()
+		return err
+	}
+	ss.log.Warn("backend connection lost", "backend", conn.addr, "error", err)
+	lostState := ss.pins&^transientPins != 0
+	ss.dropLease()
+	ss.setPins(0)
+	ss.closeCursors()
+	if werr := ss.writeErr(toClientError(backendLost(conn.addr, err))); werr != nil {
+		return werr
+	}
+	if lostState {
+		return errors.New("backend connection holding session state was lost")
+	}
+	return nil
+}
+
+// lookupStmt finds the client's statement id in p[1:5].
+func (ss *Session) lookupStmt(p []byte, cmdName string) (*stmt, uint32, *wire.SQLError) {
+	if len(p) < 5 {
+		return nil, 0, wire.NewError(erMalformedPacket, "08S01", "Malformed communication packet")
+	}
+	id := binary.LittleEndian.Uint32(p[1:])
+	st := ss.stmts[id]
+	if st == nil {
+		return nil, id, wire.NewError(1243, "HY000", "Unknown prepared statement handler (%d) given to %s", id, cmdName)
+	}
+	return st, id, nil
+}
+
+// comStmtExecute runs a prepared statement on any backend connection,
+// preparing it there when needed.
+func (ss *Session) comStmtExecute(p []byte) error {
+	st, _, sqlErr := ss.lookupStmt(p, "mysqld_stmt_execute")
+	if sqlErr != nil {
+		return ss.writeErr(sqlErr)
+	}
+	if len(p) < 10 {
+		return ss.writeErr(wire.NewError(erMalformedPacket, "08S01", "Malformed communication packet"))
+	}
+	if st.tooLong {
+		st.resetLongData(ss)
+		return ss.writeErr(wire.NewError(erNetPacketTooLarg, "08S01", "Parameter data sent with COM_STMT_SEND_LONG_DATA is larger than max_allowed_packet (%d)", ss.srv.cfg.MaxAllowedPacket))
+	}
+	flags := p[5]
+	// Remember the parameter types when the client sends them; send them
+	// on every execute.
+	if n := int(st.params); n > 0 {
+		nb := (n + 7) / 8
+		if len(p) < 10+nb+1 {
+			return ss.writeErr(wire.NewError(erMalformedPacket, "08S01", "Malformed communication packet"))
+		}
+		if p[10+nb] == 1 {
+			if len(p) < 11+nb+2*n {
+				return ss.writeErr(wire.NewError(erMalformedPacket, "08S01", "Malformed communication packet"))
+			}
+			st.types = append(st.types[:0], p[11+nb:11+nb+2*n]...)
+		} else if st.types != nil {
+			q := append(ss.execBuf[:0], p[:10+nb]...)
+			q = append(q, 1)
+			q = append(q, st.types...)
+			q = append(q, p[11+nb:]...)
+			ss.execBuf = q
+			p = q
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		pinned := ss.lease != nil
+		conn, err := ss.backend()
+		if err != nil {
+			return ss.writeErr(toClientError(err))
+		}
+		bid, err := ss.backendStmt(conn, st)
+		if err == nil {
+			err = ss.sendLongData(conn, st, bid)
+		}
+		if err != nil {
+			var e *wire.SQLError
+			if errors.As(err, &e) {
+				ss.finishCommand()
+				st.resetLongData(ss)
+				return ss.writeErr(e)
+			}
+			ss.dropLease()
+			if !pinned && attempt == 0 && !ss.srv.closing.Load() {
+				continue // nothing ran: try another connection
+			}
+			ss.setPins(0)
+			return ss.writeErr(toClientError(backendLost(conn.addr, err)))
+		}
+		binary.LittleEndian.PutUint32(p[1:], bid)
+		res, err := ss.exchange(conn, p, wire.ResponseQuery)
+		st.resetLongData(ss)
+		if err != nil {
+			return ss.statementFailed(conn, err)
+		}
+		if flags&0x0f != 0 && res.Status&wire.StatusCursorExists != 0 {
+			st.cursor = true
+			ss.cursors++
+			ss.setPins(ss.pins | pinCursor)
+		}
+		ss.afterStatement(conn, st.route, res)
+		return nil
+	}
+}
+
+// sendLongData replays the statement's pending long data on conn.
+func (ss *Session) sendLongData(conn *backendConn, st *stmt, bid uint32) error {
+	for _, ld := range st.longData {
+		b := make([]byte, 0, 7+len(ld.data))
+		b = appendStmtCmd(b, wire.ComStmtSendLongData, bid)
+		b = binary.LittleEndian.AppendUint16(b, ld.param)
+		b = append(b, ld.data...)
+		if err := conn.SendNoReply(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resetLongData forgets the statement's pending long data.
+func (st *stmt) resetLongData(ss *Session) {
+	ss.stmtBytes -= st.longSize
+	st.longData, st.longSize, st.tooLong = nil, 0, false
+}
+
+// comStmtSendLongData keeps a chunk of parameter data for the next execute.
+// The command has no answer.
+func (ss *Session) comStmtSendLongData(p []byte) error {
+	st, _, sqlErr := ss.lookupStmt(p, "mysqld_stmt_send_long_data")
+	if sqlErr != nil || len(p) < 7 {
+		return nil // MariaDB reports nothing either; the execute will fail
+	}
+	param := binary.LittleEndian.Uint16(p[5:])
+	data := p[7:]
+	if st.longSize+len(data) > ss.srv.cfg.MaxAllowedPacket || ss.stmtBytes+len(data) > maxSessionStmtBytes {
+		st.tooLong = true
+		return nil
+	}
+	st.longData = append(st.longData, longData{param: param, data: append([]byte(nil), data...)})
+	st.longSize += len(data)
+	ss.stmtBytes += len(data)
+	return nil
+}
+
+// comStmtClose forgets a statement. The backend connections keep their
+// prepared copies for other sessions (bounded per connection). No answer.
+func (ss *Session) comStmtClose(p []byte) error {
+	st, id, sqlErr := ss.lookupStmt(p, "mysqld_stmt_close")
+	if sqlErr != nil {
+		return nil
+	}
+	if st.cursor {
+		ss.closeCursor(st)
+	}
+	st.resetLongData(ss)
+	ss.stmtBytes -= len(st.sql)
+	delete(ss.stmts, id)
+	return nil
+}
+
+// comStmtReset drops a statement's long data and closes its cursor.
+func (ss *Session) comStmtReset(p []byte) error {
+	st, _, sqlErr := ss.lookupStmt(p, "mysqld_stmt_reset")
+	if sqlErr != nil {
+		return ss.writeErr(sqlErr)
+	}
+	st.resetLongData(ss)
+	if st.cursor {
+		ss.closeCursor(st)
+	}
+	return ss.writeOK(wire.OK{Status: ss.status})
+}
+
+// closeCursor closes a statement's open cursor on the pinned connection
+// (COM_STMT_RESET there) and unpins when it was the last.
+func (ss *Session) closeCursor(st *stmt) {
+	st.cursor = false
+	ss.cursors--
+	if ss.lease != nil {
+		conn := ss.lease.Conn()
+		if cs, ok := conn.stmts[connStmtKey{state: ss.stateKey(), sql: st.sql}]; ok {
+			if _, err := conn.SimpleCommand(appendStmtCmd(nil, wire.ComStmtReset, cs.id)); err != nil {
+				var e *wire.SQLError
+				if !errors.As(err, &e) {
+					ss.dropLease()
+					ss.setPins(0)
+					return
+				}
+			}
+		}
+	}
+	if ss.cursors == 0 {
+		ss.setPins(ss.pins &^ pinCursor)
+		if ss.pins == 0 {
+			ss.releaseLease()
+		}
+	}
+}
+
+// closeCursors forgets every open cursor (their connection is gone).
+func (ss *Session) closeCursors() {
+	for _, st := range ss.stmts {
+		st.cursor = false
+	}
+	ss.cursors = 0
+}
+
+// comStmtFetch reads rows of an open cursor on the pinned connection.
+func (ss *Session) comStmtFetch(p []byte) error {
+	st, id, sqlErr := ss.lookupStmt(p, "mysqld_stmt_fetch")
+	if sqlErr != nil {
+		return ss.writeErr(sqlErr)
+	}
+	if !st.cursor || ss.lease == nil {
+		return ss.writeErr(wire.NewError(1421, "HY000", "The statement (%d) has no open cursor.", id))
+	}
+	conn := ss.lease.Conn()
+	cs, ok := conn.stmts[connStmtKey{state: ss.stateKey(), sql: st.sql}]
+	if !ok {
+		return ss.writeErr(wire.NewError(1421, "HY000", "The statement (%d) has no open cursor.", id))
+	}
+	binary.LittleEndian.PutUint32(p[1:], cs.id)
+	res, err := ss.exchange(conn, p, wire.ResponseFetch)
+	if err != nil {
+		return ss.statementFailed(conn, err)
+	}
+	if res.Err != nil || res.Status&wire.StatusLastRowSent != 0 {
+		st.cursor = false
+		ss.cursors--
+		if ss.cursors == 0 {
+			ss.setPins(ss.pins &^ pinCursor)
+		}
+	}
+	if ss.pins == 0 {
+		ss.releaseLease()
+	}
+	return nil
+}
