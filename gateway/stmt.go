@@ -135,6 +135,15 @@ func (ss *Session) comStmtPrepare(p []byte) error {
 	if res.Err == nil {
 		ss.nextStmtID = id
 		route := ss.srv.classifier.Classify(sql)
+		if len(route.Vars) > 0 {
+			// Values may be parameters: read them back after each execute.
+			vars := make([]querypath.SetVar, len(route.Vars))
+			for i, v := range route.Vars {
+				v.Literal = false
+				vars[i] = v
+			}
+			route.Vars = vars
+		}
 		ss.stmts[id] = &stmt{sql: sql, route: route, params: res.Params, columns: res.Columns}
 		ss.stmtBytes += len(sql)
 		if conn.stmts == nil {
