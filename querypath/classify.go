@@ -109,6 +109,9 @@ func (c *Classifier) classifyBatch(sql string, depth int, noBackslash bool) Rout
 			r.ImplicitCommit = r.ImplicitCommit || p.ImplicitCommit
 			r.NextTxn = r.NextTxn || p.NextTxn
 			r.Vars = append(r.Vars, p.Vars...)
+			r.CreatedTemp = append(r.CreatedTemp, p.CreatedTemp...)
+			r.Dropped = append(r.Dropped, p.Dropped...)
+			r.Renames = append(r.Renames, p.Renames...)
 			if p.Kind == KindUse {
 				r.Database = p.Database
 			}
@@ -653,7 +656,7 @@ func (c *Classifier) unparsed(st *stmt, depth int) Route {
 			i = 3
 		}
 		if st.kw(i, "TEMPORARY") {
-			r.Pin |= PinTempTable | PinUnreplayable
+			r.Pin |= PinTempTable // and PinUnreplayable below unless the name is read
 		}
 	case kwEq(w, "DROP"):
 		switch {
@@ -677,6 +680,9 @@ func (c *Classifier) unparsed(st *stmt, depth int) Route {
 			r.Pin |= PinUnreplayable
 		}
 	}
+	if !lexTempTables(st, &r) {
+		r.Pin |= PinUnreplayable
+	}
 	r.Unpin &^= r.Pin
 	return r
 }
@@ -685,9 +691,10 @@ func (c *Classifier) unparsed(st *stmt, depth int) Route {
 // IMMEDIATE <i> (run true). When head token i is a string literal standing
 // alone, the SQL inside is classified: EXECUTE IMMEDIATE is then classified as
 // that statement, and PREPARE gets its pins (its effects come later, when it
-// is executed; state the gateway would replay, such as a SET of a session
-// variable, pins it with PinUnreplayable). Otherwise the SQL could be anything
-// and the statement is pinned with PinUnreplayable.
+// is executed; state the gateway would replay or follow, such as a SET of a
+// session variable or a temporary table created or a table renamed, pins it
+// with PinUnreplayable, since the EXECUTE will not say). Otherwise the SQL
+// could be anything and the statement is pinned with PinUnreplayable.
 func (c *Classifier) dynamicSQL(st *stmt, i, depth int, run bool) Route {
 	r := st.base()
 	if !run {
@@ -712,7 +719,8 @@ func (c *Classifier) dynamicSQL(st *stmt, i, depth int, run bool) Route {
 	r.Pin |= in.Pin
 	r.ReadsLastResult = r.ReadsLastResult || in.ReadsLastResult
 	if in.Kind == KindSet && (len(in.Vars) > 0 || in.NextTxn) || in.MultiStatement ||
-		in.Kind == KindBegin || in.Kind == KindUse {
+		in.Kind == KindBegin || in.Kind == KindUse ||
+		len(in.CreatedTemp) > 0 || len(in.Renames) > 0 {
 		r.Pin |= PinUnreplayable
 	}
 	return r

@@ -2,6 +2,7 @@ package querypath
 
 import (
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -32,6 +33,17 @@ func v(name, value string, literal bool) SetVar {
 }
 
 func vars(vs ...SetVar) []SetVar { return vs }
+
+func names(ns ...string) []string { return ns }
+
+// renames pairs its arguments: renames("a", "b", "c", "d") is a to b, c to d.
+func renames(ns ...string) [][2]string {
+	var ps [][2]string
+	for i := 0; i+1 < len(ns); i += 2 {
+		ps = append(ps, [2]string{ns[i], ns[i+1]})
+	}
+	return ps
+}
 
 // classifyCases is the table of rules. It also seeds FuzzClassify and feeds
 // the fast-path/parser agreement test.
@@ -329,16 +341,16 @@ var classifyCases = []struct {
 	{"SET STATEMENT sql_mode='' FOR SELECT @x", Route{Kind: KindRead, Pin: PinUserVar}},
 
 	// Temporary tables, locks, prepared statements.
-	{"CREATE TEMPORARY TABLE t (a int)", Route{Pin: PinTempTable}},
-	{"CREATE TEMPORARY TABLE t SELECT 1", Route{Pin: PinTempTable}},
-	{"CREATE TEMPORARY TABLE IF NOT EXISTS t LIKE u", Route{Pin: PinTempTable}},
-	{"CREATE TEMPORARY TABLE t AS SELECT @x", Route{Pin: PinTempTable | PinUserVar}},
-	{"CREATE OR REPLACE TEMPORARY TABLE t (a int)", Route{Pin: PinTempTable | PinUnreplayable}},
+	{"CREATE TEMPORARY TABLE t (a int)", Route{Pin: PinTempTable, CreatedTemp: names("t")}},
+	{"CREATE TEMPORARY TABLE t SELECT 1", Route{Pin: PinTempTable, CreatedTemp: names("t")}},
+	{"CREATE TEMPORARY TABLE IF NOT EXISTS t LIKE u", Route{Pin: PinTempTable, CreatedTemp: names("t")}},
+	{"CREATE TEMPORARY TABLE t AS SELECT @x", Route{Pin: PinTempTable | PinUserVar, CreatedTemp: names("t")}},
+	{"CREATE OR REPLACE TEMPORARY TABLE t (a int)", Route{Pin: PinTempTable, CreatedTemp: names("t")}}, // Vitess cannot parse this one
 	{"CREATE TEMPORARY SEQUENCE s", Route{Pin: PinTempTable | PinUnreplayable}},
-	{"DROP TEMPORARY TABLE t", Route{Unpin: PinTempTable}},
-	{"DROP TEMPORARY TABLE IF EXISTS t", Route{Unpin: PinTempTable}},
-	{"DROP TABLE IF EXISTS t", Route{Unpin: PinTempTable, ImplicitCommit: true}},
-	{"DROP TABLE t1, t2", Route{Unpin: PinTempTable, ImplicitCommit: true}},
+	{"DROP TEMPORARY TABLE t", Route{Unpin: PinTempTable, Dropped: names("t")}},
+	{"DROP TEMPORARY TABLE IF EXISTS t", Route{Unpin: PinTempTable, Dropped: names("t")}},
+	{"DROP TABLE IF EXISTS t", Route{Unpin: PinTempTable, ImplicitCommit: true, Dropped: names("t")}},
+	{"DROP TABLE t1, t2", Route{Unpin: PinTempTable, ImplicitCommit: true, Dropped: names("t1", "t2")}},
 	{"DROP TEMPORARY SEQUENCE s", Route{Unpin: PinTempTable}},
 	{"LOCK TABLES t READ", Route{Pin: PinLockTables, ImplicitCommit: true}},
 	{"LOCK TABLES t WRITE, u AS x READ LOCAL", Route{Pin: PinLockTables, ImplicitCommit: true}},
@@ -351,7 +363,7 @@ var classifyCases = []struct {
 	{"FLUSH PRIVILEGES", Route{ImplicitCommit: true}},
 	{"PREPARE s FROM 'SELECT 1'", Route{Pin: PinPrepare}},
 	{"PREPARE s FROM 'SELECT ?'", Route{Pin: PinPrepare}},
-	{"PREPARE s FROM 'CREATE TEMPORARY TABLE t (a int)'", Route{Pin: PinPrepare | PinTempTable}},
+	{"PREPARE s FROM 'CREATE TEMPORARY TABLE t (a int)'", Route{Pin: PinPrepare | PinTempTable | PinUnreplayable}}, // EXECUTE s will not name t
 	{"PREPARE s FROM 'SET sql_mode = ''x'''", Route{Pin: PinPrepare | PinUnreplayable}},
 	{"PREPARE s FROM @sql", Route{Pin: PinPrepare | PinUserVar | PinUnreplayable}},
 	{"EXECUTE s", Route{}},
@@ -366,6 +378,65 @@ var classifyCases = []struct {
 	{"HANDLER t OPEN", Route{Pin: PinUnreplayable}},
 	{"HANDLER t READ FIRST", Route{Pin: PinUnreplayable}},
 
+	// Temporary table names: CreatedTemp, Dropped, Renames. Names are
+	// unquoted, qualified as written, case kept; a part holding '.' or '`'
+	// (or empty) stays backquoted so that "a.b" always means database a.
+	{"CREATE TEMPORARY TABLE `db`.`t.x` (a int)", Route{Pin: PinTempTable, CreatedTemp: names("db.`t.x`")}},
+	{"CREATE TEMPORARY TABLE `my.tmp` (a int)", Route{Pin: PinTempTable, CreatedTemp: names("`my.tmp`")}},
+	{"CREATE TEMPORARY TABLE `a``b` (a int)", Route{Pin: PinTempTable, CreatedTemp: names("`a``b`")}},
+	{"CREATE TEMPORARY TABLE `a b` (a int)", Route{Pin: PinTempTable, CreatedTemp: names("a b")}},
+	{"create temporary table Db1.TmpT (a int)", Route{Pin: PinTempTable, CreatedTemp: names("Db1.TmpT")}},
+	{"CREATE TEMPORARY TABLE `db` . `t` LIKE u", Route{Pin: PinTempTable, CreatedTemp: names("db.t")}},
+	{"CREATE TEMPORARY TABLE t (LIKE db.u)", Route{Pin: PinTempTable, CreatedTemp: names("t")}},
+	{"CREATE TEMPORARY TABLE IF NOT EXISTS db.t AS SELECT * FROM u", Route{Pin: PinTempTable, CreatedTemp: names("db.t")}},
+	{"CREATE TEMPORARY TABLE t (a int) ENGINE=MEMORY AS SELECT 1", Route{Pin: PinTempTable, CreatedTemp: names("t")}},
+	{"CREATE TEMPORARY TABLE t2 IGNORE SELECT * FROM u", Route{Pin: PinTempTable, CreatedTemp: names("t2")}},
+	{"CREATE TEMPORARY TABLE t ENGINE=MEMORY SELECT 1", Route{Pin: PinTempTable, CreatedTemp: names("t")}}, // unparseable
+	{"CREATE TEMPORARY TABLE t (SELECT 1)", Route{Pin: PinTempTable, CreatedTemp: names("t")}},             // unparseable
+	{"CREATE OR REPLACE TEMPORARY TABLE `d.b`.`t``1` LIKE u", Route{Pin: PinTempTable, CreatedTemp: names("`d.b`.`t``1`")}},
+	{"CREATE OR REPLACE TEMPORARY TABLE db.t AS SELECT @x", Route{Pin: PinTempTable | PinUserVar, CreatedTemp: names("db.t")}},
+	{"CREATE OR REPLACE TEMPORARY TABLE IF NOT EXISTS t (a int)", Route{Pin: PinTempTable, CreatedTemp: names("t")}},
+	{"/*!40101 CREATE TEMPORARY TABLE t1 (a int) */", Route{Pin: PinTempTable, CreatedTemp: names("t1")}},
+	{"EXECUTE IMMEDIATE 'CREATE TEMPORARY TABLE t (a int)'", Route{Pin: PinTempTable, CreatedTemp: names("t")}},
+	{"SET STATEMENT max_statement_time=1 FOR CREATE TEMPORARY TABLE t SELECT 1", Route{Pin: PinTempTable, CreatedTemp: names("t")}},
+	{"CREATE OR REPLACE TEMPORARY TABLE (a int)", Route{Pin: PinTempTable | PinUnreplayable}}, // no name: untrackable
+	{"CREATE TEMPORARY TABLE a.b.c (a int)", Route{Pin: PinTempTable | PinUnreplayable}},
+	{"CREATE TEMPORARY TABLE t@x (a int)", Route{Pin: PinTempTable | PinUnreplayable}},
+	{"CREATE TEMPORARY TABLE 1e5 (a int)", Route{Pin: PinTempTable | PinUnreplayable}},
+	{"CREATE TABLE t LIKE u", Route{ImplicitCommit: true}}, // not TEMPORARY
+	{"DROP TABLE a, db.b, `c`", Route{Unpin: PinTempTable, ImplicitCommit: true, Dropped: names("a", "db.b", "c")}},
+	{"DROP TEMPORARY TABLE IF EXISTS a, db.b, `c` RESTRICT", Route{Unpin: PinTempTable, Dropped: names("a", "db.b", "c")}},
+	{"DROP TABLES `x.y`, `db`.`t.1` CASCADE", Route{Unpin: PinTempTable, ImplicitCommit: true, Dropped: names("`x.y`", "db.`t.1`")}},
+	{"DROP TABLE IF EXISTS a NOWAIT", Route{Unpin: PinTempTable, ImplicitCommit: true, Dropped: names("a")}},
+	{"DROP TEMPORARY TABLE a WAIT 5", Route{Unpin: PinTempTable, Dropped: names("a")}},
+	{"drop table `A``B`", Route{Unpin: PinTempTable, ImplicitCommit: true, Dropped: names("`A``B`")}},
+	{"DROP TABLE IF EXISTS /*COMMENT TO SAVE*/ t3", Route{Unpin: PinTempTable, ImplicitCommit: true, Dropped: names("t3")}},
+	{"DROP TABLE a b", Route{Unpin: PinTempTable, ImplicitCommit: true}}, // unreadable: no names
+	{"DROP TEMPORARY TABLE", Route{Unpin: PinTempTable}},
+	{"DROP VIEW v", Route{ImplicitCommit: true}},
+	{"ALTER TABLE t RENAME u", Route{ImplicitCommit: true, Renames: renames("t", "u")}},
+	{"ALTER TABLE t RENAME TO db.u", Route{ImplicitCommit: true, Renames: renames("t", "db.u")}},
+	{"ALTER TABLE `t.1` RENAME AS `u``2`", Route{ImplicitCommit: true, Renames: renames("`t.1`", "`u``2`")}},
+	{"ALTER TABLE t ADD c int, RENAME TO u", Route{ImplicitCommit: true, Renames: renames("t", "u")}},
+	{"ALTER TABLE t RENAME TO u, RENAME TO v", Route{ImplicitCommit: true, Renames: renames("t", "v")}},
+	{"ALTER ONLINE IGNORE TABLE IF EXISTS db.t NOWAIT RENAME TO u", Route{ImplicitCommit: true, Renames: renames("db.t", "u")}}, // unparseable
+	{"ALTER TABLE t NOWAIT ADD c int, RENAME u", Route{ImplicitCommit: true, Renames: renames("t", "u")}},                       // unparseable
+	{"ALTER TABLE t RENAME COLUMN a TO b", Route{ImplicitCommit: true}},
+	{"ALTER TABLE t RENAME INDEX a TO b", Route{ImplicitCommit: true}},
+	{"ALTER TABLE t NOWAIT RENAME KEY a TO b", Route{ImplicitCommit: true}},
+	{"ALTER TABLE t RENAME CONSTRAINT a TO b", Route{ImplicitCommit: true}},
+	{"ALTER TABLE IF t RENAME TO u", Route{Pin: PinUnreplayable, ImplicitCommit: true}},
+	{"ALTER TABLE IF t ADD c int", Route{ImplicitCommit: true}},
+	{"ALTER TABLE t RENAME TO", Route{Pin: PinUnreplayable, ImplicitCommit: true}}, // a rename it cannot read
+	{"ALTER IGNORE TABLE t RENAME TO u v", Route{Pin: PinUnreplayable, ImplicitCommit: true}},
+	{"RENAME TABLE a TO b, db.x TO `y.z`", Route{ImplicitCommit: true, Renames: renames("a", "b", "db.x", "`y.z`")}},
+	{"RENAME TABLES IF EXISTS a NOWAIT TO b, b TO c", Route{ImplicitCommit: true, Renames: renames("a", "b", "b", "c")}},
+	{"RENAME TABLE a WAIT 3 TO `b`", Route{ImplicitCommit: true, Renames: renames("a", "b")}},
+	{"RENAME TABLE a TO", Route{Pin: PinUnreplayable, ImplicitCommit: true}},
+	{"RENAME USER a TO b", Route{ImplicitCommit: true}},
+	{"PREPARE s FROM 'ALTER TABLE t RENAME TO u'", Route{Pin: PinPrepare | PinUnreplayable}},
+	{"PREPARE s FROM 'DROP TEMPORARY TABLE t'", Route{Pin: PinPrepare}},
+
 	// DDL and administration.
 	{"CREATE TABLE t (a int)", Route{ImplicitCommit: true}},
 	{"CREATE OR REPLACE TABLE t (a int)", Route{ImplicitCommit: true}},
@@ -374,7 +445,7 @@ var classifyCases = []struct {
 	{"ALTER TABLE t ADD c int", Route{ImplicitCommit: true}},
 	{"ALTER TABLE t ENGINE=InnoDB", Route{ImplicitCommit: true}},
 	{"TRUNCATE t", Route{ImplicitCommit: true}},
-	{"RENAME TABLE a TO b", Route{ImplicitCommit: true}},
+	{"RENAME TABLE a TO b", Route{ImplicitCommit: true, Renames: renames("a", "b")}},
 	{"CREATE DATABASE d", Route{ImplicitCommit: true}},
 	{"DROP DATABASE d", Route{ImplicitCommit: true}},
 	{"CREATE INDEX i ON t (a)", Route{ImplicitCommit: true}},
@@ -432,8 +503,11 @@ var classifyCases = []struct {
 	{"SELECT 1; SELECT @x", Route{Kind: KindRead, Pin: PinUserVar, MultiStatement: true}},
 	{"SET NAMES utf8; SET autocommit=1", Route{Kind: KindSet, ImplicitCommit: true, MultiStatement: true, Vars: vars(v("names", "utf8", true), v("autocommit", "1", true))}},
 	{"BEGIN; UPDATE t SET a=1; COMMIT", Route{Pin: PinLastResult, ImplicitCommit: true, MultiStatement: true}},
-	{"CREATE TEMPORARY TABLE t(a int); DROP TEMPORARY TABLE t", Route{Pin: PinTempTable, MultiStatement: true}},
+	{"CREATE TEMPORARY TABLE t(a int); DROP TEMPORARY TABLE t", Route{Pin: PinTempTable, MultiStatement: true, CreatedTemp: names("t"), Dropped: names("t")}},
 	{"SELECT GET_LOCK('a', 1); SELECT RELEASE_LOCK('b')", Route{Pin: PinLock, MultiStatement: true}},
+	{"CREATE TEMPORARY TABLE a (x int); CREATE OR REPLACE TEMPORARY TABLE db.b LIKE a; RENAME TABLE a TO c; ALTER TABLE c RENAME d; DROP TABLE IF EXISTS d, `e.f`",
+		Route{Pin: PinTempTable, ImplicitCommit: true, MultiStatement: true, CreatedTemp: names("a", "db.b"), Dropped: names("d", "`e.f`"), Renames: renames("a", "c", "c", "d")}},
+	{"DROP TEMPORARY TABLE a; SELECT 1; DROP TEMPORARY TABLE b", Route{Unpin: PinTempTable, MultiStatement: true, Dropped: names("a", "b")}},
 	{"SELECT SQL_CALC_FOUND_ROWS * FROM t; SELECT FOUND_ROWS()", Route{Kind: KindRead, Pin: PinFoundRows, ReadsLastResult: true, MultiStatement: true}},
 	{"USE a; USE b", Route{Database: "b", MultiStatement: true}},
 	{"CREATE PROCEDURE p() BEGIN SELECT 1; SET @x=1; END; CALL p()", Route{Pin: PinUserVar | PinLastResult, ImplicitCommit: true, MultiStatement: true}},
@@ -471,6 +545,7 @@ func TestClassify(t *testing.T) {
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("Classify(%q)\n got %s\nwant %s", tc.sql, describe(got), describe(tc.want))
 		}
+		checkTempTables(t, got)
 	}
 	if len(classifyCases) < 150 {
 		t.Errorf("only %d cases", len(classifyCases))
@@ -511,6 +586,15 @@ func describe(r Route) string {
 			lit = "!"
 		}
 		s += " [" + v.Name + "=" + v.Value + lit + "]"
+	}
+	if r.CreatedTemp != nil {
+		s += " created=" + strings.Join(r.CreatedTemp, ",")
+	}
+	if r.Dropped != nil {
+		s += " dropped=" + strings.Join(r.Dropped, ",")
+	}
+	for _, p := range r.Renames {
+		s += " rename=" + p[0] + ">" + p[1]
 	}
 	return s + "}"
 }

@@ -46,7 +46,36 @@
 // Double-quoted text is treated as a string literal; under ANSI_QUOTES it is an
 // identifier, which makes no difference to classification.
 //
-// Strings in a Route (Database, Table, SetVar.Value) may share memory with the
-// sql argument: callers that keep them must not reuse the argument's bytes
-// (for example through an unsafe []byte to string conversion).
+// # Temporary tables
+//
+// MariaDB 10.11 cannot list a session's temporary tables, so the gateway
+// follows them by name to learn when the last one is gone and PinTempTable can
+// end. Three Route fields carry the names, one per kind of change, so that
+// none needs a tag saying where a name came from: CreatedTemp (CREATE
+// [OR REPLACE] TEMPORARY TABLE), Dropped (DROP [TEMPORARY] TABLE) and Renames
+// (RENAME TABLE, ALTER TABLE ... RENAME). They are filled from the AST when
+// the parser reads the statement and from the lexer's tokens otherwise (for
+// MariaDB forms such as CREATE OR REPLACE TEMPORARY TABLE, DROP TABLES, WAIT
+// and NOWAIT); tests check that both readings agree. The classifier is
+// conservative where a wrong name would be unsafe: a temporary table whose
+// creation or rename it cannot name (a temporary sequence, an unreadable
+// name, a PREPAREd CREATE TEMPORARY TABLE or rename) gets PinUnreplayable,
+// while a DROP it cannot read merely lacks names. It cannot see temporary
+// tables that stored procedures create (CALL).
+//
+// # Table names
+//
+// Table names in a Route's CreatedTemp, Dropped and Renames are canonical:
+// "table" when the statement does not qualify it, "db.table" when it does,
+// each part unquoted and in the case written (the gateway lower-cases them,
+// and resolves unqualified names against the session's default database). A
+// part that is empty or holds a '.' or a '`' stays backquoted, with '`'
+// doubled, so that one string never names two tables: CREATE TEMPORARY TABLE
+// `a.b` gives "`a.b`", not "a.b" (table b of database a). The Table field
+// predates this rule and keeps such names unquoted.
+//
+// Strings in a Route (Database, Table, SetVar.Value, table names) may share
+// memory with the sql argument: callers that keep them must not reuse the
+// argument's bytes (for example through an unsafe []byte to string
+// conversion).
 package querypath

@@ -17,6 +17,9 @@ func FuzzClassify(f *testing.F) {
 	for _, s := range parserStatements {
 		f.Add(s)
 	}
+	for _, s := range tempTableExtra {
+		f.Add(s)
+	}
 	c := classifier(f)
 	f.Fuzz(func(t *testing.T, sql string) {
 		r := c.Classify(sql)
@@ -47,6 +50,7 @@ func FuzzClassify(f *testing.F) {
 				t.Fatalf("%s without a table", r.Kind)
 			}
 		}
+		checkTempTables(t, r)
 		if again := c.Classify(sql); !reflect.DeepEqual(r, again) {
 			t.Fatalf("not deterministic: %s then %s", describe(r), describe(again))
 		}

@@ -91,8 +91,12 @@ func (c *Classifier) astRoute(node sqlparser.Statement, st *stmt, depth int) Rou
 		if n.Temp {
 			r.Pin |= PinTempTable
 		}
+		astTempTables(n, &r)
 	case *sqlparser.DropTable:
 		r.Unpin |= PinTempTable
+		astTempTables(n, &r)
+	case *sqlparser.AlterTable, *sqlparser.RenameTable:
+		astTempTables(node, &r)
 	case *sqlparser.ExplainStmt:
 		walkFeatures(n, &f)
 		r.Pin = f.pin

@@ -85,8 +85,9 @@ const (
 	// harmless on an unpinned session but pinning is simpler and always right).
 	// Reads of @@system variables never pin. Ends with the session.
 	PinUserVar Pin = 1 << iota
-	// PinTempTable: CREATE TEMPORARY TABLE (or another temporary object). Ended
-	// by Unpin when the gateway's own count says every temporary table is gone.
+	// PinTempTable: CREATE TEMPORARY TABLE (or another temporary object).
+	// Ended by Unpin when the gateway's own count says every temporary table
+	// is gone: see Route.CreatedTemp, Route.Dropped and Route.Renames.
 	PinTempTable
 	// PinLock: GET_LOCK(). Ended by RELEASE_LOCK() / RELEASE_ALL_LOCKS().
 	PinLock
@@ -110,9 +111,10 @@ const (
 	// connection: SET of sql_log_bin, pseudo_thread_id, last_insert_id,
 	// insert_id, identity, gtid_*, rand_seed1/2, debug*, server_id, ...;
 	// SET ROLE; HANDLER; XA; compound statements (BEGIN NOT ATOMIC ...);
-	// EXECUTE IMMEDIATE and PREPARE of SQL that is not a literal; unparseable
-	// statements whose leading keywords suggest session state. Ends with the
-	// session.
+	// EXECUTE IMMEDIATE and PREPARE of SQL that is not a literal; a temporary
+	// object created or a table renamed under a name the classifier cannot
+	// give (see Route.CreatedTemp and Route.Renames); unparseable statements
+	// whose leading keywords suggest session state. Ends with the session.
 	PinUnreplayable
 )
 
@@ -182,11 +184,14 @@ type Route struct {
 	// outside strings and comments followed by more SQL). The other fields then
 	// describe the whole batch: Pin is the union of the parts' pins, Unpin the
 	// union of their unpins minus any reason some part pins, ReadsLastResult
-	// and ImplicitCommit are or-ed, Vars are concatenated, Database is the last
-	// USE's, Kind is KindRead when every part is a read, KindSet when every
-	// part is a SET, KindOther otherwise. Semicolons inside the BEGIN ... END
-	// body of a stored program definition or compound statement do not split
-	// it.
+	// and ImplicitCommit are or-ed, Vars, CreatedTemp, Dropped and Renames are
+	// each concatenated in statement order, Database is the last USE's, Kind
+	// is KindRead when every part is a read, KindSet when every part is a SET,
+	// KindOther otherwise. The order between CreatedTemp, Dropped and Renames
+	// is lost: a batch that fills more than one of them (CREATE TEMPORARY
+	// TABLE t ...; DROP TABLE t) cannot be followed by name. Semicolons inside
+	// the BEGIN ... END body of a stored program definition or compound
+	// statement do not split it.
 	MultiStatement bool
 	// NextTxn is set by SET TRANSACTION ... and SET tx_isolation/tx_read_only
 	// without GLOBAL or SESSION: they change only the next transaction. The
@@ -223,6 +228,37 @@ type Route struct {
 	// statements, except that a MultiStatement batch carries the Vars of its
 	// SET parts.
 	Vars []SetVar
+	// CreatedTemp names the temporary table a CREATE [OR REPLACE] TEMPORARY
+	// TABLE [IF NOT EXISTS] creates (whatever follows the name: columns, LIKE,
+	// [AS] SELECT), in the canonical form described under "Table names" in the
+	// package documentation. It is also set when the CREATE is run through
+	// EXECUTE IMMEDIATE or SET STATEMENT ... FOR, not when it is PREPAREd.
+	// Whenever Pin holds PinTempTable, CreatedTemp names every temporary
+	// table the statement creates, unless Pin also holds PinUnreplayable (for
+	// a temporary sequence, a name the lexer cannot read, or a PREPAREd
+	// CREATE TEMPORARY TABLE, whose table appears when it is executed). The
+	// table exists only if the statement succeeds. Nil otherwise.
+	CreatedTemp []string
+	// Dropped names, in order, the tables of DROP [TEMPORARY] TABLE|TABLES
+	// [IF EXISTS] a, b, ... [WAIT n|NOWAIT] [RESTRICT|CASCADE], in the
+	// canonical form; Unpin then holds PinTempTable. A plain DROP TABLE drops
+	// the temporary table of that name when there is one (it hides the
+	// permanent table). Only a successful statement is known to have dropped
+	// them all. Dropped may be nil on a DROP the classifier cannot read (as
+	// may Renames on an ALTER TABLE): a name missing here only makes the
+	// gateway keep its pin longer. DROP SEQUENCE and DROP VIEW leave it nil.
+	Dropped []string
+	// Renames lists, in order, the (old, new) name pairs of RENAME
+	// TABLE|TABLES [IF EXISTS] a TO b, c TO d, ... and of ALTER [ONLINE]
+	// [IGNORE] TABLE a ... RENAME [TO|AS] b (one pair, the last RENAME of the
+	// ALTER; RENAME COLUMN, INDEX and KEY do not count), in the canonical form.
+	// RENAME TABLE applies its pairs one after the other, so a later pair may
+	// rename the new name of an earlier one. It renames temporary tables as
+	// well as permanent ones: a gateway that tracks its temporary tables by
+	// name applies every pair whose old name it tracks, if the statement
+	// succeeds. A statement that may rename a table but whose names cannot be
+	// read gets PinUnreplayable instead. Nil otherwise.
+	Renames [][2]string
 }
 
 // SetVar is one replayable session variable assignment of a SET statement.
