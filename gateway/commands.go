@@ -131,6 +131,7 @@ func (ss *Session) resetState() {
 	ss.setPins(0)
 	ss.lastInsertID = 0
 	ss.stmts, ss.stmtBytes, ss.cursors = map[uint32]*stmt{}, 0, 0
+	ss.tempTables, ss.sqlStmts = map[string]struct{}{}, map[string]struct{}{}
 	ss.vars = map[string]string{}
 	ss.namesPending = ss.collation != wire.DefaultCollation
 	ss.multiStmt = ss.caps&wire.CapMultiStatements != 0
@@ -182,19 +183,22 @@ func (ss *Session) kill(id uint64, query bool) error {
 		ss.writeErr(wire.NewError(1927, "70100", "Connection was killed"))
 		return errors.New("killed itself")
 	}
-	if err := ss.killBackendQuery(target); err != nil {
-		return ss.writeErr(toClientError(err))
-	}
+	bc := target.inFlight.Load()
 	if !query {
+		// Close first, so the target's client gets no error packet from
+		// the interrupted statement.
 		target.forceClose()
+	}
+	if err := ss.killBackendQuery(target, bc); err != nil {
+		return ss.writeErr(toClientError(err))
 	}
 	return ss.writeOK(wire.OK{Status: ss.status})
 }
 
-// killBackendQuery stops the statement target is running on its backend
-// connection, with KILL QUERY on another connection of the same pool.
-func (ss *Session) killBackendQuery(target *Session) error {
-	bc := target.inFlight.Load()
+// killBackendQuery stops the statement target was running on backend
+// connection bc (nil: none), with KILL QUERY on another connection of the
+// same pool.
+func (ss *Session) killBackendQuery(target *Session, bc *backendConn) error {
 	if bc == nil {
 		return nil
 	}

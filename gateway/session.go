@@ -77,6 +77,11 @@ type Session struct {
 	stmtBytes  int
 	cursors    int
 	execBuf    []byte
+	// tempTables and sqlStmts are the session's temporary tables
+	// (db.table) and SQL-level prepared statement names (lower case),
+	// which pin it until the last is gone.
+	tempTables map[string]struct{}
+	sqlStmts   map[string]struct{}
 	// stateKeyID and stateKeyStr cache stateKey() for stateID.
 	stateKeyID  uint64
 	stateKeyStr string
@@ -313,7 +318,7 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 		ss.log.Warn("backend connection lost", "backend", conn.addr, "error", err)
 		ss.dropLease()
 		lostState := pinned && ss.pins&^transientPins != 0
-		ss.setPins(0)
+		ss.lostBackendState()
 		if res.Packets == 0 && attempt == 0 && !pinned && route.Kind == querypath.KindRead && !ss.srv.closing.Load() {
 			continue
 		}
@@ -520,16 +525,24 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 		} else {
 			pins &^= pinTxn
 		}
-		pins &^= pinSet(route.Unpin &^ querypath.PinTempTable)
+		pins &^= pinSet(ss.trackObjects(route))
 		if res.Warnings > 0 {
 			pins |= pinWarnings
 		}
-	} else if route.MultiStatement && (len(route.Vars) > 0 || route.Database != "") {
-		// A batch failed part way: which of its session changes ran is
-		// unknown, so the connection keeps them.
-		pins |= pinSet(querypath.PinUnreplayable)
+		pins |= pinSet(route.Pin)
+	} else {
+		// SHOW WARNINGS, SHOW ERRORS and GET DIAGNOSTICS right after an
+		// error report it.
+		pins |= pinWarnings
+		if route.MultiStatement || res.HadResultSet {
+			// A batch or a result failed part way: which of its session
+			// changes ran is unknown, so the connection keeps them.
+			pins |= pinSet(route.Pin)
+			if len(route.Vars) > 0 || route.Database != "" {
+				pins |= pinSet(querypath.PinUnreplayable)
+			}
+		}
 	}
-	pins |= pinSet(route.Pin)
 	ss.setPins(pins)
 	if ss.pins&stickyPins != 0 {
 		conn.dirty = true
@@ -537,6 +550,68 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 	if ss.pins == 0 {
 		ss.releaseLease()
 	}
+}
+
+// lostBackendState forgets what lived on a backend connection that broke.
+func (ss *Session) lostBackendState() {
+	ss.setPins(0)
+	ss.closeCursors()
+	clear(ss.tempTables)
+	clear(ss.sqlStmts)
+}
+
+// trackObjects follows the temporary tables and SQL-level prepared
+// statements a successful statement created, renamed or dropped, and
+// returns the pins it ends: a reason ends only with its last object.
+func (ss *Session) trackObjects(route querypath.Route) querypath.Pin {
+	for _, n := range route.CreatedTemp {
+		ss.tempTables[ss.qualify(n)] = struct{}{}
+	}
+	for _, r := range route.Renames {
+		if old := ss.qualify(r[0]); ss.hasTemp(old) {
+			delete(ss.tempTables, old)
+			ss.tempTables[ss.qualify(r[1])] = struct{}{}
+		}
+	}
+	for _, n := range route.Dropped {
+		delete(ss.tempTables, ss.qualify(n))
+	}
+	name := strings.ToLower(route.PrepareName)
+	if route.Pin&querypath.PinPrepare != 0 {
+		if name == "" {
+			name = "\x00unnamed" // never deallocated by name: the pin stays
+		}
+		ss.sqlStmts[strings.Clone(name)] = struct{}{}
+	} else if route.Unpin&querypath.PinPrepare != 0 && name != "" {
+		delete(ss.sqlStmts, name)
+	}
+	unpin := route.Unpin
+	if len(ss.tempTables) > 0 || route.Unpin&querypath.PinTempTable != 0 && len(route.Dropped) == 0 {
+		unpin &^= querypath.PinTempTable
+	}
+	if len(ss.sqlStmts) > 0 || route.Unpin&querypath.PinPrepare != 0 && name == "" {
+		unpin &^= querypath.PinPrepare
+	}
+	return unpin
+}
+
+func (ss *Session) hasTemp(name string) bool {
+	_, ok := ss.tempTables[name]
+	return ok
+}
+
+// qualify gives an unqualified table name the session's database.
+func (ss *Session) qualify(name string) string {
+	inQuote := false
+	for i := 0; i < len(name); i++ {
+		switch {
+		case name[i] == '`':
+			inQuote = !inQuote
+		case name[i] == '.' && !inQuote:
+			return name
+		}
+	}
+	return ss.db + "." + name
 }
 
 // setPins changes the session's pin reasons, counting and logging the new

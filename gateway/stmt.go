@@ -176,8 +176,7 @@ func (ss *Session) statementFailed(conn *backendConn, err error) error {
 	ss.log.Warn("backend connection lost", "backend", conn.addr, "error", err)
 	lostState := ss.pins&^transientPins != 0
 	ss.dropLease()
-	ss.setPins(0)
-	ss.closeCursors()
+	ss.lostBackendState()
 	if werr := ss.writeErr(toClientError(backendLost(conn.addr, err))); werr != nil {
 		return werr
 	}

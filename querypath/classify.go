@@ -664,12 +664,15 @@ func (c *Classifier) unparsed(st *stmt, depth int) Route {
 			r.Unpin |= PinTempTable
 		case st.kw(1, "PREPARE"):
 			r.Unpin |= PinPrepare
+			r.PrepareName = st.word(2)
 		}
 	case kwEq(w, "EXECUTE"):
 		if st.kw(1, "IMMEDIATE") {
 			return c.dynamicSQL(st, 2, depth, true)
 		}
-		r.Pin |= PinUnreplayable
+		// EXECUTE name runs a statement PREPAREd on this connection, which
+		// pinned the session already with the prepared statement's own
+		// reasons (or PinUnreplayable when its text was not a literal).
 	case kwEq(w, "PREPARE"):
 		r.Pin |= PinPrepare | PinUnreplayable
 	case kwEq(w, "DEALLOCATE"), kwEq(w, "SET"), kwEq(w, "HANDLER"), kwEq(w, "XA"),
@@ -699,6 +702,7 @@ func (c *Classifier) dynamicSQL(st *stmt, i, depth int, run bool) Route {
 	r := st.base()
 	if !run {
 		r.Pin |= PinPrepare
+		r.PrepareName = st.word(1)
 	}
 	if i >= st.n || st.head[i].kind != tkString || i+1 != st.count || depth >= maxDepth {
 		r.Pin |= PinUnreplayable

@@ -361,15 +361,15 @@ var classifyCases = []struct {
 	{"FLUSH TABLES t WITH READ LOCK", Route{Pin: PinLockTables, ImplicitCommit: true}},
 	{"FLUSH TABLES t FOR EXPORT", Route{Pin: PinLockTables, ImplicitCommit: true}},
 	{"FLUSH PRIVILEGES", Route{ImplicitCommit: true}},
-	{"PREPARE s FROM 'SELECT 1'", Route{Pin: PinPrepare}},
-	{"PREPARE s FROM 'SELECT ?'", Route{Pin: PinPrepare}},
-	{"PREPARE s FROM 'CREATE TEMPORARY TABLE t (a int)'", Route{Pin: PinPrepare | PinTempTable | PinUnreplayable}}, // EXECUTE s will not name t
-	{"PREPARE s FROM 'SET sql_mode = ''x'''", Route{Pin: PinPrepare | PinUnreplayable}},
-	{"PREPARE s FROM @sql", Route{Pin: PinPrepare | PinUserVar | PinUnreplayable}},
+	{"PREPARE s FROM 'SELECT 1'", Route{PrepareName: "s", Pin: PinPrepare}},
+	{"PREPARE s FROM 'SELECT ?'", Route{PrepareName: "s", Pin: PinPrepare}},
+	{"PREPARE s FROM 'CREATE TEMPORARY TABLE t (a int)'", Route{PrepareName: "s", Pin: PinPrepare | PinTempTable | PinUnreplayable}}, // EXECUTE s will not name t
+	{"PREPARE s FROM 'SET sql_mode = ''x'''", Route{PrepareName: "s", Pin: PinPrepare | PinUnreplayable}},
+	{"PREPARE s FROM @sql", Route{PrepareName: "s", Pin: PinPrepare | PinUserVar | PinUnreplayable}},
 	{"EXECUTE s", Route{}},
 	{"EXECUTE s USING @a, @b", Route{Pin: PinUserVar}},
-	{"DEALLOCATE PREPARE s", Route{Unpin: PinPrepare}},
-	{"DROP PREPARE s", Route{Unpin: PinPrepare}},
+	{"DEALLOCATE PREPARE s", Route{PrepareName: "s", Unpin: PinPrepare}},
+	{"DROP PREPARE s", Route{PrepareName: "s", Unpin: PinPrepare}},
 	{"EXECUTE IMMEDIATE 'SELECT 1'", Route{Kind: KindRead}},
 	{"EXECUTE IMMEDIATE 'SET @x = 1'", Route{Kind: KindSet, Pin: PinUserVar}},
 	{"EXECUTE IMMEDIATE 'SET NAMES utf8mb4'", Route{Kind: KindSet, Vars: vars(v("names", "utf8mb4", true))}},
@@ -434,8 +434,8 @@ var classifyCases = []struct {
 	{"RENAME TABLE a WAIT 3 TO `b`", Route{ImplicitCommit: true, Renames: renames("a", "b")}},
 	{"RENAME TABLE a TO", Route{Pin: PinUnreplayable, ImplicitCommit: true}},
 	{"RENAME USER a TO b", Route{ImplicitCommit: true}},
-	{"PREPARE s FROM 'ALTER TABLE t RENAME TO u'", Route{Pin: PinPrepare | PinUnreplayable}},
-	{"PREPARE s FROM 'DROP TEMPORARY TABLE t'", Route{Pin: PinPrepare}},
+	{"PREPARE s FROM 'ALTER TABLE t RENAME TO u'", Route{PrepareName: "s", Pin: PinPrepare | PinUnreplayable}},
+	{"PREPARE s FROM 'DROP TEMPORARY TABLE t'", Route{PrepareName: "s", Pin: PinPrepare}},
 
 	// DDL and administration.
 	{"CREATE TABLE t (a int)", Route{ImplicitCommit: true}},

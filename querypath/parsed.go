@@ -87,6 +87,7 @@ func (c *Classifier) astRoute(node sqlparser.Statement, st *stmt, depth int) Rou
 		return c.dynamicSQL(st, 3, depth, false)
 	case *sqlparser.DeallocateStmt:
 		r.Unpin |= PinPrepare
+		r.PrepareName = st.word(2)
 	case *sqlparser.CreateTable:
 		if n.Temp {
 			r.Pin |= PinTempTable

@@ -259,6 +259,12 @@ type Route struct {
 	// succeeds. A statement that may rename a table but whose names cannot be
 	// read gets PinUnreplayable instead. Nil otherwise.
 	Renames [][2]string
+	// PrepareName is the statement name of an SQL-level PREPARE name FROM
+	// ..., DEALLOCATE PREPARE name or DROP PREPARE name, as written (names
+	// are case-insensitive), so the gateway can end PinPrepare when the
+	// last prepared name is deallocated. Empty when the name is quoted or
+	// the statement is something else.
+	PrepareName string
 }
 
 // SetVar is one replayable session variable assignment of a SET statement.
