@@ -69,6 +69,7 @@ func serve(args []string, stderr io.Writer) error {
 	logLevel := fs.String("log-level", "", "log level: trace, debug, info, warn, error (overrides log.level)")
 	logFormat := fs.String("log-format", "", "log format: text or json (overrides log.format)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	memProfile := fs.String("memprofile", "", "write an allocation profile to this file at exit")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -100,6 +101,14 @@ func serve(args []string, stderr io.Writer) error {
 			return err
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	if *memProfile != "" {
+		defer func() {
+			if f, err := os.Create(*memProfile); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+		}()
 	}
 	log := newLogger(cfg.Log, stderr)
 	vtlog.SwapLogger(newSlogBridge(log.Named("vitess")))
