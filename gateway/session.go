@@ -339,7 +339,8 @@ func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind)
 	if err := conn.WriteCommand(p); err != nil {
 		return wire.Result{}, &wire.BackendError{Err: err}
 	}
-	ss.client.SetSeq(1)
+	// The answer continues the client's sequence: a command split over
+	// several packets (16 MiB and more) is answered after all of them.
 	ss.relay.ClientCaps = ss.caps
 	ss.inFlight.Store(conn)
 	defer ss.inFlight.Store(nil)
@@ -526,7 +527,9 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 			pins &^= pinTxn
 		}
 		pins &^= pinSet(ss.trackObjects(route))
-		if res.Warnings > 0 {
+		if res.Warnings > 0 || route.Kind == querypath.KindShowWarnings && ss.pins&pinWarnings != 0 {
+			// Warnings stay readable until a statement other than SHOW
+			// WARNINGS, SHOW ERRORS or GET DIAGNOSTICS runs.
 			pins |= pinWarnings
 		}
 		pins |= pinSet(route.Pin)
