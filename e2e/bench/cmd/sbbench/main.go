@@ -1,0 +1,643 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/directgate/directgate/e2e/mariadbtest"
+)
+
+// settings are the knobs of one benchmark run.
+type settings struct {
+	Quick      bool   `json:"quick"`
+	Seconds    int    `json:"seconds_per_run"`
+	Rounds     int    `json:"rounds"`
+	Tables     int    `json:"tables"`
+	TableSize  int    `json:"table_size"`
+	CaseFilter string `json:"case_filter,omitempty"`
+	CPUProfile bool   `json:"gateway_cpuprofile"`
+	Gateway    string `json:"gateway_binary"`
+	ResultsDir string `json:"-"`
+}
+
+// benchCase is one comparison: a sysbench workload at a thread count and
+// prepared-statement mode, run directly and through one of the gateways.
+type benchCase struct {
+	Name     string `json:"name"`
+	Workload string `json:"workload"`
+	PSMode   string `json:"ps_mode"`
+	Threads  int    `json:"threads"`
+	Gateway  string `json:"gateway"` // "main" (pool 64) or "mux" (pool 32)
+	PoolSize int    `json:"gateway_pool_size"`
+}
+
+// Pool sizes of the two gateways. The multiplexing case puts muxThreads
+// clients on muxPoolSize backend connections.
+const (
+	mainPoolSize = 64
+	muxPoolSize  = 32
+	muxThreads   = 512
+)
+
+// MariaDB flags on top of mariadbtest's defaults (which already set
+// max_connections=2000). The data set fits the buffer pool; redo is flushed
+// once a second rather than at every commit, so oltp_read_write measures
+// the query path instead of the disk's fsync latency.
+var mariadbArgs = []string{
+	"--skip-log-bin",
+	"--innodb-buffer-pool-size=256M",
+	"--innodb-log-file-size=256M",
+	"--innodb-flush-log-at-trx-commit=2",
+	"--max-connections=2000",
+	"--max-prepared-stmt-count=1048576",
+	"--thread-cache-size=1024",
+}
+
+func main() { os.Exit(run()) }
+
+func run() (code int) {
+	s, err := parseSettings(os.Args[1:], os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sbbench:", err)
+		return 2
+	}
+	cases, err := buildCases(s)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sbbench:", err)
+		return 2
+	}
+
+	// The first SIGINT/SIGTERM/SIGHUP cancels ctx: the running sysbench is
+	// killed, partial results are written and everything is stopped. Later
+	// signals only say so; they must not kill sbbench half-way through its
+	// teardown (its children would get SIGKILL and leave their files).
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		first := true
+		for sig := range sigs {
+			if first {
+				logf("got %v: stopping sysbench, writing partial results, stopping the gateway and MariaDB", sig)
+				cancel()
+				first = false
+				continue
+			}
+			logf("got %v: already stopping, please wait", sig)
+		}
+	}()
+
+	b := &bench{s: s, cases: cases, clk: clockTicks(), started: time.Now()}
+	err = b.main(ctx)
+	if b.dir != "" {
+		if werr := b.writeResults(err); werr != nil {
+			err = errors.Join(err, werr)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sbbench:", err)
+		return 1
+	}
+	if ctx.Err() != nil {
+		return 130
+	}
+	return 0
+}
+
+// parseSettings reads flags; each flag's default comes from its BENCH_*
+// environment variable, then from the quick or full preset.
+func parseSettings(args []string, getenv func(string) string) (settings, error) {
+	envBool := func(k string) bool {
+		v := strings.ToLower(strings.TrimSpace(getenv(k)))
+		return v != "" && v != "0" && v != "false" && v != "no"
+	}
+	var s settings
+	quick := envBool("BENCH_QUICK")
+	for _, a := range args { // -quick decides the presets below
+		if a == "-quick" || a == "--quick" || a == "-quick=true" || a == "--quick=true" {
+			quick = true
+		}
+	}
+	seconds, rounds, tableSize := 20, 2, 100000
+	if quick {
+		seconds, rounds, tableSize = 8, 2, 10000
+	}
+	envInt := func(k string, def int) (int, error) {
+		v := strings.TrimSpace(getenv(k))
+		if v == "" {
+			return def, nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("%s=%q: want a positive integer", k, v)
+		}
+		return n, nil
+	}
+	var err error
+	var errs []error
+	if seconds, err = envInt("BENCH_TIME", seconds); err != nil {
+		errs = append(errs, err)
+	}
+	if rounds, err = envInt("BENCH_ROUNDS", rounds); err != nil {
+		errs = append(errs, err)
+	}
+	tables, err := envInt("BENCH_TABLES", 4)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if tableSize, err = envInt("BENCH_TABLE_SIZE", tableSize); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return s, err
+	}
+
+	fs := flag.NewFlagSet("sbbench", flag.ContinueOnError)
+	fs.BoolVar(&s.Quick, "quick", quick, "short run: point_select and read_write, 8 threads, no multiplexing case (env BENCH_QUICK=1)")
+	fs.IntVar(&s.Seconds, "time", seconds, "seconds per sysbench run (env BENCH_TIME; 20, quick 8)")
+	fs.IntVar(&s.Rounds, "rounds", rounds, "rounds per case; each round runs direct then gateway (env BENCH_ROUNDS)")
+	fs.IntVar(&s.Tables, "tables", tables, "sysbench tables (env BENCH_TABLES)")
+	fs.IntVar(&s.TableSize, "table-size", tableSize, "rows per table (env BENCH_TABLE_SIZE; 100000, quick 10000)")
+	fs.StringVar(&s.CaseFilter, "cases", getenv("BENCH_CASES"), "run only cases whose name matches this regexp, e.g. 'point_select' (env BENCH_CASES)")
+	fs.BoolVar(&s.CPUProfile, "cpuprofile", envBool("BENCH_CPUPROFILE"), "pass --cpuprofile to the gateways; profiles go to the results dir (env BENCH_CPUPROFILE=1)")
+	fs.StringVar(&s.Gateway, "gateway", "bin/gateway", "gateway binary")
+	fs.StringVar(&s.ResultsDir, "results", "results", "parent of the results/<timestamp> directory")
+	if err := fs.Parse(args); err != nil {
+		return s, err
+	}
+	if fs.NArg() > 0 {
+		return s, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if s.Seconds < 1 || s.Rounds < 1 || s.Tables < 1 || s.TableSize < 1 {
+		return s, errors.New("-time, -rounds, -tables and -table-size must be positive")
+	}
+	return s, nil
+}
+
+// buildCases lists the cases of a full or quick run, filtered by
+// s.CaseFilter.
+func buildCases(s settings) ([]benchCase, error) {
+	workloads := []string{"oltp_point_select", "oltp_read_only", "oltp_read_write"}
+	threads := []int{8, 64}
+	mux := true
+	if s.Quick {
+		workloads = []string{"oltp_point_select", "oltp_read_write"}
+		threads = []int{8}
+		mux = false
+	}
+	var all []benchCase
+	for _, w := range workloads {
+		for _, t := range threads {
+			for _, ps := range []string{"auto", "disable"} {
+				all = append(all, benchCase{
+					Name:     fmt.Sprintf("%s ps=%s t=%d", strings.TrimPrefix(w, "oltp_"), ps, t),
+					Workload: w, PSMode: ps, Threads: t, Gateway: "main", PoolSize: mainPoolSize,
+				})
+			}
+		}
+	}
+	if mux {
+		for _, ps := range []string{"auto", "disable"} {
+			all = append(all, benchCase{
+				Name:     fmt.Sprintf("mux point_select ps=%s t=%d pool=%d", ps, muxThreads, muxPoolSize),
+				Workload: "oltp_point_select", PSMode: ps, Threads: muxThreads, Gateway: "mux", PoolSize: muxPoolSize,
+			})
+		}
+	}
+	if s.CaseFilter == "" {
+		return all, nil
+	}
+	re, err := regexp.Compile(s.CaseFilter)
+	if err != nil {
+		return nil, fmt.Errorf("-cases: %w", err)
+	}
+	var out []benchCase
+	for _, c := range all {
+		if re.MatchString(c.Name) {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("-cases %q matches none of the cases", s.CaseFilter)
+	}
+	return out, nil
+}
+
+// bench is the state of one benchmark run.
+type bench struct {
+	s       settings
+	cases   []benchCase
+	clk     int64
+	started time.Time
+
+	dir      string // results/<timestamp>
+	env      map[string]string
+	db       *mariadbtest.Server
+	gateways map[string]*gatewayProc
+	runs     []runResult
+	prepareS float64
+	overhead []float64 // wall time beyond --time of successful runs, for the ETA
+	warnings []string  // problems that did not stop the benchmark
+}
+
+// warn logs a problem that does not invalidate the measurements (a process
+// that needed SIGKILL to stop, ...) and keeps it for results.json.
+func (b *bench) warn(err error) {
+	logf("warning: %v", err)
+	b.warnings = append(b.warnings, err.Error())
+}
+
+// main runs the whole benchmark. Processes it starts are stopped before it
+// returns, whatever happens.
+func (b *bench) main(ctx context.Context) (err error) {
+	if _, err := exec.LookPath("sysbench"); err != nil {
+		return errors.New("sysbench is not installed: run e2e/local/deps.sh --with-sysbench (as root)")
+	}
+	gwBin, err := filepath.Abs(b.s.Gateway)
+	if err != nil {
+		return err
+	}
+	if st, err := os.Stat(gwBin); err != nil || st.IsDir() {
+		return fmt.Errorf("gateway binary %s is missing: run make build", gwBin)
+	}
+	b.s.Gateway = gwBin
+	if err := b.makeDir(); err != nil {
+		return err
+	}
+	raiseFileLimit()
+
+	totalRuns := len(b.cases) * b.s.Rounds * 2
+	logf("results: %s", b.dir)
+	logf("%d cases x %d rounds x 2 sides = %d runs of %ds; %d tables x %d rows; about %s in all",
+		len(b.cases), b.s.Rounds, totalRuns, b.s.Seconds, b.s.Tables, b.s.TableSize,
+		fmtDuration(time.Duration(totalRuns)*b.perRun()+10*time.Second))
+
+	logf("starting MariaDB")
+	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	b.db, err = mariadbtest.Start(startCtx, mariadbtest.Options{
+		NoBinlog:  true,
+		ExtraArgs: mariadbArgs,
+		Users:     []mariadbtest.User{{Name: "gateway", Password: "secret", Grants: "ALL PRIVILEGES ON *.*"}},
+	})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("start MariaDB: %w", err)
+	}
+	defer func() {
+		logf("stopping MariaDB (pid %d)", b.db.PID())
+		errLog, _ := os.ReadFile(b.db.ErrorLog)
+		_ = os.WriteFile(filepath.Join(b.dir, "mariadbd-error.log"), errLog, 0o644)
+		if serr := b.db.Stop(); serr != nil {
+			b.warn(serr)
+		}
+	}()
+	if err := b.createDatabase(); err != nil {
+		return err
+	}
+	logf("MariaDB %s on %s (pid %d, dir %s)", b.env["mariadbd"], b.db.Addr(), b.db.PID(), b.db.Dir)
+	b.collectEnv()
+
+	b.gateways = map[string]*gatewayProc{}
+	defer func() {
+		for _, name := range []string{"mux", "main"} {
+			if g := b.gateways[name]; g != nil && g.running() {
+				logf("stopping gateway %s (pid %d)", name, g.pid())
+				if serr := g.stop(); serr != nil {
+					b.warn(serr)
+				}
+			}
+		}
+	}()
+
+	if err := b.prepare(ctx); err != nil {
+		return err
+	}
+
+	runNo := 0
+	for ci, c := range b.cases {
+		for round := 1; round <= b.s.Rounds; round++ {
+			for _, side := range []string{"direct", "gateway"} {
+				if ctx.Err() != nil {
+					return nil
+				}
+				runNo++
+				eta := time.Duration(totalRuns-runNo+1) * b.perRun()
+				logf("[%d/%d] case %d/%d %s: round %d/%d %s (ETA %s)",
+					runNo, totalRuns, ci+1, len(b.cases), c.Name, round, b.s.Rounds, side, fmtDuration(eta))
+				r, err := b.runOne(ctx, c, side, round, runNo)
+				if err != nil {
+					return err
+				}
+				if r.Interrupted {
+					return nil
+				}
+				b.runs = append(b.runs, r)
+				logf("    %s", r.brief())
+				if err := b.writeJSON(nil); err != nil {
+					return err
+				}
+				if b.db.PID() == 0 {
+					return errors.New("mariadbd is no longer running (see mariadbd-error.log in the results dir)")
+				}
+				time.Sleep(500 * time.Millisecond) // let the last run's connections close
+			}
+		}
+	}
+	return nil
+}
+
+// perRun estimates the wall time of one run, for progress messages.
+func (b *bench) perRun() time.Duration {
+	over := 0.5
+	if n := len(b.overhead); n > 0 {
+		sum := 0.0
+		for _, o := range b.overhead {
+			sum += o
+		}
+		over = sum / float64(n)
+	}
+	return time.Duration((float64(b.s.Seconds) + over + 0.5) * float64(time.Second))
+}
+
+func (b *bench) makeDir() error {
+	if err := os.MkdirAll(b.s.ResultsDir, 0o755); err != nil {
+		return err
+	}
+	stamp := b.started.Format("20060102-150405")
+	dir := filepath.Join(b.s.ResultsDir, stamp)
+	for i := 2; ; i++ {
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrExist) || i > 20 {
+			return err
+		}
+		dir = filepath.Join(b.s.ResultsDir, fmt.Sprintf("%s-%d", stamp, i))
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sysbench"), 0o755); err != nil {
+		return err
+	}
+	b.dir = dir
+	latest := filepath.Join(b.s.ResultsDir, "latest")
+	if st, err := os.Lstat(latest); err == nil && st.Mode()&os.ModeSymlink != 0 {
+		_ = os.Remove(latest)
+	}
+	_ = os.Symlink(filepath.Base(dir), latest)
+	return nil
+}
+
+func (b *bench) createDatabase() error {
+	root, err := b.db.RootDB()
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if _, err := root.Exec("CREATE DATABASE sbtest"); err != nil {
+		return fmt.Errorf("create database sbtest: %w", err)
+	}
+	var version string
+	if err := root.QueryRow("SELECT VERSION()").Scan(&version); err != nil {
+		return err
+	}
+	b.env = map[string]string{"mariadbd": version}
+	return nil
+}
+
+// collectEnv records what the numbers depend on.
+func (b *bench) collectEnv() {
+	out := func(name string, args ...string) string {
+		o, err := exec.Command(name, args...).Output()
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(o))
+	}
+	b.env["sysbench"] = out("sysbench", "--version")
+	b.env["gateway"] = out(b.s.Gateway, "version")
+	b.env["go"] = runtime.Version()
+	b.env["cpus"] = strconv.Itoa(runtime.NumCPU())
+	b.env["kernel"] = out("uname", "-sr")
+	b.env["host"], _ = os.Hostname()
+	b.env["clk_tck"] = strconv.FormatInt(b.clk, 10)
+	if c := out("git", "rev-parse", "--short", "HEAD"); c != "" {
+		if out("git", "status", "--porcelain", "--untracked-files=no") != "" {
+			c += "-dirty"
+		}
+		b.env["git_commit"] = c
+	}
+	if m := regexp.MustCompile(`(?m)^model name\s*:\s*(.+)$`).FindSubmatch([]byte(readFile("/proc/cpuinfo"))); m != nil {
+		b.env["cpu_model"] = string(m[1])
+	}
+	b.env["mariadbd_flags"] = strings.Join(mariadbArgs, " ")
+}
+
+func readFile(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
+// prepare creates and fills the sysbench tables, directly on MariaDB, one
+// table per thread.
+func (b *bench) prepare(ctx context.Context) error {
+	logf("preparing %d sysbench tables x %d rows", b.s.Tables, b.s.TableSize)
+	t0 := time.Now()
+	args := sbArgs("oltp_common", "prepare", b.direct(), b.s.Tables, b.s.TableSize, min(b.s.Tables, 8), 0, "")
+	r, err := runSysbench(ctx, args, filepath.Join(b.dir, "sysbench", "000-prepare.txt"), 15*time.Minute,
+		func() cpuSample { return cpuSample{} })
+	if err != nil {
+		return err
+	}
+	if r.interrupted {
+		return nil
+	}
+	if r.exitErr != nil || r.timedOut {
+		return fmt.Errorf("sysbench prepare failed (%v): %s", r.exitErr, lastLines(r.out, 10))
+	}
+	b.prepareS = time.Since(t0).Seconds()
+	logf("prepared in %.1fs", b.prepareS)
+	return nil
+}
+
+func (b *bench) direct() target {
+	return target{addr: b.db.Addr(), user: "gateway", password: "secret"}
+}
+
+// gateway returns the gateway for case c, started (or restarted after a
+// crash) and ready.
+func (b *bench) gateway(ctx context.Context, c benchCase) (*gatewayProc, string, error) {
+	g := b.gateways[c.Gateway]
+	if g == nil {
+		g = &gatewayProc{
+			name: c.Gateway, bin: b.s.Gateway, dir: b.dir, backend: b.db.Addr(),
+			poolSize: c.PoolSize, profile: b.s.CPUProfile, user: "app", pwd: "app",
+		}
+		b.gateways[c.Gateway] = g
+	}
+	started, restarted, err := g.ensure(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	note := ""
+	if restarted {
+		note = g.lastExit + "; restarted"
+		logf("    %s", note)
+	}
+	if started {
+		logf("    gateway %s (pool %d) on %s, pid %d", g.name, g.poolSize, g.addr, g.pid())
+	}
+	return g, note, nil
+}
+
+// runOne runs sysbench once for case c against side ("direct" or
+// "gateway") and measures it. A failing sysbench is a result, not an
+// error; errors are for what stops the benchmark (MariaDB gone, a gateway
+// that does not start, files that cannot be written).
+func (b *bench) runOne(ctx context.Context, c benchCase, side string, round, runNo int) (runResult, error) {
+	r := runResult{
+		Case: c.Name, Side: side, Round: round, Started: time.Now(),
+		Output: filepath.Join("sysbench", fmt.Sprintf("%03d-%s-%s-r%d.txt", runNo, slug(c.Name), side, round)),
+	}
+	tgt := b.direct()
+	var g *gatewayProc
+	if side == "gateway" {
+		var err error
+		g, r.GatewayNote, err = b.gateway(ctx, c)
+		if err != nil {
+			if ctx.Err() != nil {
+				r.Interrupted = true
+				return r, nil
+			}
+			// A gateway that never came up is a setup problem: stop. One
+			// that ran before and does not come back fails this run only;
+			// the next gateway run tries again.
+			if b.gateways[c.Gateway].ready == 0 {
+				return r, err
+			}
+			r.Failure = "gateway did not restart: " + err.Error()
+			r.WallS = time.Since(r.Started).Seconds()
+			r.Output = ""
+			return r, nil
+		}
+		tgt = target{addr: g.addr, user: g.user, password: g.pwd}
+		if err := resetPeakRSS(g.pid()); err != nil {
+			r.RSSNote = "VmHWM could not be reset (" + err.Error() + "): peak since the gateway started"
+		}
+	}
+	mariadbPID := b.db.PID()
+	gwPID := 0
+	if g != nil {
+		gwPID = g.pid()
+	}
+	sample := func() cpuSample { return takeSample(mariadbPID, gwPID) }
+
+	args := sbArgs(c.Workload, "run", tgt, b.s.Tables, b.s.TableSize, c.Threads, b.s.Seconds, c.PSMode)
+	hard := time.Duration(b.s.Seconds)*time.Second + 90*time.Second
+	sr, err := runSysbench(ctx, args, filepath.Join(b.dir, r.Output), hard, sample)
+	if err != nil {
+		return r, err
+	}
+	r.WallS = time.Since(r.Started).Seconds()
+	if sr.interrupted {
+		r.Interrupted = true
+		return r, nil
+	}
+	o := parseSysbench(sr.out)
+	r.Queries, r.QPS, r.TPS, r.P95Ms, r.AvgMs = o.Queries, o.QPS, o.TPS, o.P95Ms, o.AvgMs
+	r.IgnoredErrors, r.Reconnects, r.TotalTimeS = o.IgnoredErrors, o.Reconnects, o.TotalTimeS
+	r.SysbenchCPUS = sr.clientCPU.Seconds()
+	r.CPUWindowS = sr.end.at.Sub(sr.begin.at).Seconds()
+	r.CPUWindowExact = sr.windowExact
+
+	var fail []string
+	switch {
+	case sr.timedOut:
+		fail = append(fail, fmt.Sprintf("sysbench killed: still running %s after start", hard))
+	case sr.exitErr != nil:
+		fail = append(fail, "sysbench "+sr.exitErr.Error())
+	case o.Forced:
+		fail = append(fail, "sysbench forced the shutdown: threads still busy 10s after --time")
+	case !o.HasReport || o.Queries == 0:
+		fail = append(fail, "sysbench reported no queries")
+	}
+	if g != nil && !g.running() {
+		fail = append(fail, fmt.Sprintf("gateway %s exited during the run: %v", g.name, g.waitErr))
+	}
+	if len(fail) > 0 {
+		if len(o.Fatal) > 0 {
+			fail = append(fail, o.Fatal...)
+		} else {
+			fail = append(fail, lastLines(sr.out, 5))
+		}
+		r.Failure = strings.Join(fail, "\n")
+	}
+	r.OK = r.Failure == ""
+
+	if sr.begin.err == nil && sr.end.err == nil && r.Queries > 0 {
+		mcpu := float64(sr.end.mariadb-sr.begin.mariadb) / float64(b.clk)
+		r.MariadbCPUS = &mcpu
+		r.MariadbCPUPer1kQ = ptr(mcpu / float64(r.Queries) * 1000)
+		if g != nil {
+			gcpu := float64(sr.end.gateway-sr.begin.gateway) / float64(b.clk)
+			r.GatewayCPUS = &gcpu
+			r.GatewayCPUPer1kQ = ptr(gcpu / float64(r.Queries) * 1000)
+		}
+	} else if err := errors.Join(sr.begin.err, sr.end.err); err != nil {
+		r.CPUNote = "CPU not measured: " + err.Error()
+	}
+	if g != nil && g.running() {
+		if hwm, err := statusKB(g.pid(), "VmHWM"); err == nil {
+			r.GatewayPeakRSS = &hwm
+		}
+	}
+	if r.OK {
+		b.overhead = append(b.overhead, r.WallS-float64(b.s.Seconds))
+	}
+	return r, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+var nonWord = regexp.MustCompile(`[^a-z0-9]+`)
+
+// slug turns a case name into a file name part.
+func slug(s string) string {
+	return strings.Trim(nonWord.ReplaceAllString(strings.ToLower(s), "-"), "-")
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+var logOut io.Writer = os.Stderr
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(logOut, "sbbench %s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+func fmtDuration(d time.Duration) string {
+	d = d.Round(time.Second)
+	if d < time.Minute {
+		return d.String()
+	}
+	return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+}

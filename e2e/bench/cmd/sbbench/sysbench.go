@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// target is where sysbench connects.
+type target struct {
+	addr     string // 127.0.0.1:PORT
+	user     string
+	password string
+}
+
+// sbArgs are the sysbench arguments for workload (oltp_point_select, ...)
+// and command (prepare, run) against t.
+func sbArgs(workload, command string, t target, tables, tableSize, threads, seconds int, psMode string) []string {
+	host, port, _ := strings.Cut(t.addr, ":")
+	args := []string{
+		workload,
+		"--db-driver=mysql",
+		"--mysql-host=" + host,
+		"--mysql-port=" + port,
+		"--mysql-user=" + t.user,
+		"--mysql-password=" + t.password,
+		"--mysql-db=sbtest",
+		"--tables=" + strconv.Itoa(tables),
+		"--table-size=" + strconv.Itoa(tableSize),
+		"--threads=" + strconv.Itoa(threads),
+	}
+	if command == "run" {
+		args = append(args,
+			"--time="+strconv.Itoa(seconds),
+			"--events=0",
+			"--db-ps-mode="+psMode,
+			"--percentile=95",
+			"--report-interval=0",
+			// Threads still busy 10 s after --time (a statement that never
+			// returns) end the run instead of hanging it.
+			"--forced-shutdown=10",
+		)
+	}
+	return append(args, command)
+}
+
+// sbOutput is what one sysbench run reported.
+type sbOutput struct {
+	Queries       int64
+	QPS           float64
+	TPS           float64
+	P95Ms         float64
+	AvgMs         float64
+	IgnoredErrors int64
+	Reconnects    int64
+	TotalTimeS    float64
+	HasReport     bool // the "SQL statistics:" report was printed
+	Forced        bool // sysbench forced the shutdown: some thread hung
+	Fatal         []string
+}
+
+var (
+	reQueries    = regexp.MustCompile(`(?m)^\s*queries:\s+(\d+)\s+\(([\d.]+) per sec\.\)`)
+	reTrans      = regexp.MustCompile(`(?m)^\s*transactions:\s+(\d+)\s+\(([\d.]+) per sec\.\)`)
+	reIgnored    = regexp.MustCompile(`(?m)^\s*ignored errors:\s+(\d+)`)
+	reReconnects = regexp.MustCompile(`(?m)^\s*reconnects:\s+(\d+)`)
+	reP95        = regexp.MustCompile(`(?m)^\s*95th percentile:\s+([\d.]+)`)
+	reAvg        = regexp.MustCompile(`(?m)^\s*avg:\s+([\d.]+)`)
+	reTotalTime  = regexp.MustCompile(`(?m)^\s*total time:\s+([\d.]+)s`)
+)
+
+// parseSysbench reads the report of `sysbench ... run` (1.0.x format).
+func parseSysbench(out string) sbOutput {
+	var o sbOutput
+	o.HasReport = strings.Contains(out, "SQL statistics:")
+	o.Forced = strings.Contains(out, "limit has expired, forcing shutdown")
+	if m := reQueries.FindStringSubmatch(out); m != nil {
+		o.Queries, _ = strconv.ParseInt(m[1], 10, 64)
+		o.QPS, _ = strconv.ParseFloat(m[2], 64)
+	}
+	if m := reTrans.FindStringSubmatch(out); m != nil {
+		o.TPS, _ = strconv.ParseFloat(m[2], 64)
+	}
+	if m := reIgnored.FindStringSubmatch(out); m != nil {
+		o.IgnoredErrors, _ = strconv.ParseInt(m[1], 10, 64)
+	}
+	if m := reReconnects.FindStringSubmatch(out); m != nil {
+		o.Reconnects, _ = strconv.ParseInt(m[1], 10, 64)
+	}
+	if m := reP95.FindStringSubmatch(out); m != nil {
+		o.P95Ms, _ = strconv.ParseFloat(m[1], 64)
+	}
+	if m := reAvg.FindStringSubmatch(out); m != nil {
+		o.AvgMs, _ = strconv.ParseFloat(m[1], 64)
+	}
+	if m := reTotalTime.FindStringSubmatch(out); m != nil {
+		o.TotalTimeS, _ = strconv.ParseFloat(m[1], 64)
+	}
+	o.Fatal = errorLines(out, 6)
+	return o
+}
+
+// quoted matches single-quoted text in sysbench's error lines (the failing
+// query, the SQLSTATE).
+var quoted = regexp.MustCompile(`'[^']*'`)
+
+// errorLines returns up to max distinct lines that report errors: FATAL
+// lines, the MySQL error lines sysbench prints before them, and Lua errors.
+// Every thread of a failing run repeats them, with a different query, hence
+// the de-duplication on the text outside quotes.
+func errorLines(out string, max int) []string {
+	seen := map[string]bool{}
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		key := quoted.ReplaceAllString(l, "'…'")
+		if l == "" || seen[key] {
+			continue
+		}
+		if !strings.HasPrefix(l, "FATAL:") && !strings.Contains(l, "error") && !strings.Contains(l, "Error") {
+			continue
+		}
+		if strings.HasPrefix(l, "ignored errors:") || strings.HasPrefix(l, "(last message repeated") {
+			continue
+		}
+		seen[key] = true
+		if len(lines) < max {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// cpuSample is the CPU time used so far by mariadbd and the gateway.
+type cpuSample struct {
+	at      time.Time
+	mariadb int64 // clock ticks
+	gateway int64 // clock ticks; 0 without a gateway
+	err     error
+}
+
+func takeSample(mariadbPID, gatewayPID int) cpuSample {
+	s := cpuSample{at: time.Now()}
+	var err1, err2 error
+	s.mariadb, err1 = cpuTicks(mariadbPID)
+	if gatewayPID > 0 {
+		s.gateway, err2 = cpuTicks(gatewayPID)
+	}
+	s.err = errors.Join(err1, err2)
+	return s
+}
+
+// sbRun is one sysbench process and the CPU samples around its measured
+// window.
+type sbRun struct {
+	out         string
+	exitErr     error // from Wait; nil when sysbench exited 0
+	timedOut    bool  // killed by the hard deadline
+	interrupted bool  // killed because ctx ended
+	begin, end  cpuSample
+	windowExact bool // both samples were taken at sysbench's markers
+	clientCPU   time.Duration
+}
+
+// runSysbench runs sysbench with args, copies its output to logPath, and
+// samples CPU (through sample) when sysbench prints "Threads started!"
+// (every client connected, the clock starts) and when it starts its report
+// ("SQL statistics:", threads joined), falling back to process start and
+// exit. It kills sysbench's process group when ctx ends or after
+// hardTimeout.
+func runSysbench(ctx context.Context, args []string, logPath string, hardTimeout time.Duration, sample func() cpuSample) (*sbRun, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	fmt.Fprintf(logf, "$ sysbench %s\n", strings.Join(args, " "))
+
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("sysbench", args...)
+	cmd.Stdout = pw
+	cmd.Stderr = pw
+	cmd.SysProcAttr = childAttr()
+	r := &sbRun{begin: sample()}
+	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		return nil, fmt.Errorf("start sysbench: %w (install it with e2e/local/deps.sh --with-sysbench)", err)
+	}
+	pw.Close()
+
+	done := make(chan struct{})
+	killed := make(chan string, 1)
+	go func() {
+		t := time.NewTimer(hardTimeout)
+		defer t.Stop()
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			killed <- "interrupted"
+		case <-t.C:
+			killed <- "timeout"
+		}
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}()
+
+	var b strings.Builder
+	sawStart, sawEnd := false, false
+	sc := bufio.NewScanner(io.TeeReader(pr, logf))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case !sawStart && strings.HasPrefix(line, "Threads started!"):
+			sawStart = true
+			r.begin = sample()
+		case !sawEnd && strings.HasPrefix(line, "SQL statistics:"):
+			sawEnd = true
+			r.end = sample()
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	pr.Close()
+	r.exitErr = cmd.Wait()
+	close(done)
+	if !sawEnd {
+		r.end = sample()
+	}
+	r.windowExact = sawStart && sawEnd
+	r.out = b.String()
+	if cmd.ProcessState != nil {
+		r.clientCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	select {
+	case why := <-killed:
+		r.timedOut = why == "timeout"
+		r.interrupted = why == "interrupted"
+	default:
+	}
+	return r, nil
+}
