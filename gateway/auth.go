@@ -102,27 +102,19 @@ func (ss *Session) denied(user string, withPassword bool) error {
 	return errAuthFailed
 }
 
-// connectDB sets the database the client named in its handshake, checked
-// on a backend connection like COM_INIT_DB.
+// connectDB sets the database the client named in its handshake (or in
+// COM_CHANGE_USER), checked by the backend like COM_INIT_DB: the pooled
+// connection's state sync sends it, so a connection already on that
+// database costs nothing.
 func (ss *Session) connectDB(db string) error {
-	conn, err := ss.backend()
-	if err != nil {
-		return err
-	}
-	if _, err := conn.SimpleCommand(append([]byte{wire.ComInitDB}, db...)); err != nil {
-		var sqlErr *wire.SQLError
-		if errors.As(err, &sqlErr) {
-			ss.releaseLease()
-		} else {
-			ss.dropLease()
-			err = backendLost(conn.addr, err)
-		}
-		return err
-	}
+	prev := ss.db
 	ss.db = db
-	conn.db = db
 	ss.nextState()
-	conn.syncedState = ss.stateID
+	if _, err := ss.backend(); err != nil {
+		ss.db = prev
+		ss.nextState()
+		return err
+	}
 	ss.releaseLease()
 	return nil
 }
