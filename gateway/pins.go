@@ -56,9 +56,12 @@ func (p pinSet) String() string {
 	return strings.Join(names, "|")
 }
 
-// pinStats counts how often sessions got pinned, by reason.
+// pinStats counts how often sessions got pinned, by reason, and how many
+// sessions ever held state that pinned them beyond a transaction.
 type pinStats struct {
-	counts [32]atomic.Int64
+	counts   [32]atomic.Int64
+	sessions atomic.Int64
+	sticky   atomic.Int64
 }
 
 // add counts each reason in added.
@@ -78,6 +81,13 @@ func (s *pinStats) snapshot() map[string]int64 {
 		m[pinName(b)] = s.counts[bits.TrailingZeros32(uint32(b))].Load()
 	}
 	return m
+}
+
+// SessionStats returns how many client sessions logged in, and how many of
+// them were ever pinned by session state (anything but transactions and
+// the one-statement holds); the others stayed multiplexed throughout.
+func (s *Server) SessionStats() (sessions, pinnedByState int64) {
+	return s.pinStats.sessions.Load(), s.pinStats.sticky.Load()
 }
 
 // PinStats returns how many times a session got pinned to its backend

@@ -67,8 +67,10 @@ type Session struct {
 	// lease is the backend connection serving the current statement, and
 	// between statements the connection the session is pinned to.
 	lease *pools.Lease[*backendConn]
-	// pins are the reasons the session holds lease between statements.
-	pins pinSet
+	// pins are the reasons the session holds lease between statements;
+	// everPinned records a pin by session state, for SessionStats.
+	pins       pinSet
+	everPinned bool
 	// stmts are the session's prepared statements by the ids the gateway
 	// gave them; stmtBytes is their text and long data in bytes; cursors
 	// counts open cursors.
@@ -124,6 +126,7 @@ func (s *Server) serveConn(nc net.Conn, id uint32) {
 		return
 	}
 	ss.log.Debug("client connected", "user", ss.user.User, "db", ss.db)
+	s.pinStats.sessions.Add(1)
 	err := ss.loop()
 	ss.end()
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -622,6 +625,10 @@ func (ss *Session) qualify(name string) string {
 func (ss *Session) setPins(p pinSet) {
 	if added := p &^ ss.pins; added != 0 {
 		ss.srv.pinStats.add(added)
+		if added&(stickyPins|pinCursor) != 0 && !ss.everPinned {
+			ss.everPinned = true
+			ss.srv.pinStats.sticky.Add(1)
+		}
 		if ss.log.IsDebug() && added&^transientPins != 0 {
 			ss.log.Debug("session pinned", "reasons", added.String())
 		}
