@@ -77,6 +77,7 @@ func (ss *Session) handshake() error {
 		}
 	}
 	ss.user = user
+	ss.owner.Store(&user.User)
 	ss.cluster = ss.srv.clusters[user.Cluster]
 	ss.pool, err = ss.cluster.pool(poolKey{addr: ss.cluster.primaryAddr(), foundRows: ss.caps&wire.CapFoundRows != 0})
 	if err != nil {

@@ -53,6 +53,7 @@ func (ss *Session) comChangeUser(p []byte) error {
 	ss.setPins(0)
 	ss.closeCursors()
 	ss.user = user
+	ss.owner.Store(&user.User)
 	ss.cluster = ss.srv.clusters[user.Cluster]
 	if ss.pool, err = ss.cluster.pool(poolKey{addr: ss.cluster.primaryAddr(), foundRows: ss.caps&wire.CapFoundRows != 0}); err != nil {
 		return ss.writeErr(toClientError(err))
@@ -173,7 +174,7 @@ func (ss *Session) kill(id uint64, query bool) error {
 	if target == nil {
 		return ss.writeErr(wire.NewError(1094, "HY000", "Unknown thread id: %d", id))
 	}
-	if target.user.User != ss.user.User {
+	if owner := target.owner.Load(); owner == nil || *owner != ss.user.User {
 		return ss.writeErr(wire.NewError(1095, "HY000", "You are not owner of thread %d", id))
 	}
 	if target == ss {
@@ -189,20 +190,20 @@ func (ss *Session) kill(id uint64, query bool) error {
 		// the interrupted statement.
 		target.forceClose()
 	}
-	if err := ss.killBackendQuery(target, bc); err != nil {
+	if err := ss.killBackendQuery(bc); err != nil {
 		return ss.writeErr(toClientError(err))
 	}
 	return ss.writeOK(wire.OK{Status: ss.status})
 }
 
-// killBackendQuery stops the statement target was running on backend
-// connection bc (nil: none), with KILL QUERY on another connection of the
-// same pool.
-func (ss *Session) killBackendQuery(target *Session, bc *backendConn) error {
+// killBackendQuery stops the statement running on backend connection bc
+// (nil: none), with KILL QUERY on another connection to that backend.
+func (ss *Session) killBackendQuery(bc *backendConn) error {
 	if bc == nil {
 		return nil
 	}
-	l, err := target.pool.Acquire(context.Background())
+	// Same user, so same cluster: this session's pool reaches the backend.
+	l, err := ss.pool.Acquire(context.Background())
 	if err != nil {
 		return err
 	}

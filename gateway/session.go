@@ -93,6 +93,8 @@ type Session struct {
 	lastInsertID uint64
 
 	busy atomic.Bool
+	// owner is the logged-in user's name, read by KILL from other sessions.
+	owner atomic.Pointer[string]
 	// inFlight is the backend connection of the statement being relayed,
 	// so a forced shutdown can cut a statement that waits on the backend.
 	inFlight atomic.Pointer[backendConn]

@@ -27,8 +27,9 @@ type Conn struct {
 	br  *bufio.Reader
 	bw  *bufio.Writer
 	seq byte
-	// buf holds the last packet returned by ReadPacket.
-	buf []byte
+	// buf holds the last packet returned by ReadPacket, aux the last of
+	// ReadPacketAux.
+	buf, aux []byte
 	// MaxPacket bounds ReadPacket; 0 means 1 GiB, the protocol's maximum.
 	MaxPacket int
 }
@@ -78,49 +79,64 @@ func (c *Conn) WaitReadable(d time.Duration) (bool, error) {
 }
 
 // ReadPacket reads one logical packet (joining packets split at 16 MiB) and
-// returns its payload. The slice is valid until the next read on c.
+// returns its payload. The slice is valid until the next ReadPacket on c.
 func (c *Conn) ReadPacket() ([]byte, error) {
+	p, err := c.readInto(c.buf[:0])
+	c.buf = p
+	return p, err
+}
+
+// ReadPacketAux is ReadPacket into a second buffer, leaving the payload
+// of the last ReadPacket intact (LOAD DATA LOCAL INFILE content arrives
+// while the command that asked for it is still in use).
+func (c *Conn) ReadPacketAux() ([]byte, error) {
+	p, err := c.readInto(c.aux[:0])
+	c.aux = p
+	return p, err
+}
+
+// readInto reads one logical packet into buf.
+func (c *Conn) readInto(buf []byte) ([]byte, error) {
 	limit := c.MaxPacket
 	if limit <= 0 {
 		limit = 1 << 30
 	}
-	c.buf = c.buf[:0]
 	for {
 		hdr, err := c.br.Peek(4)
 		if err != nil {
 			if err == io.EOF && len(hdr) > 0 {
 				err = io.ErrUnexpectedEOF
 			}
-			return nil, err
+			return buf, err
 		}
 		n := int(hdr[0]) | int(hdr[1])<<8 | int(hdr[2])<<16
 		if hdr[3] != c.seq {
-			return nil, fmt.Errorf("%w: got %d, want %d", ErrSequence, hdr[3], c.seq)
+			return buf, fmt.Errorf("%w: got %d, want %d", ErrSequence, hdr[3], c.seq)
 		}
 		c.seq++
-		if len(c.buf)+n > limit {
-			return nil, ErrPacketTooLarge
+		if len(buf)+n > limit {
+			return buf, ErrPacketTooLarge
 		}
 		if _, err := c.br.Discard(4); err != nil {
-			return nil, err
+			return buf, err
 		}
 		// Fast path: a whole single packet already buffered.
-		if n < MaxPacketPayload && len(c.buf) == 0 && n <= c.br.Buffered() {
+		if n < MaxPacketPayload && len(buf) == 0 && n <= c.br.Buffered() {
 			p, _ := c.br.Peek(n)
-			c.buf = append(c.buf, p...)
+			buf = append(buf, p...)
 			_, _ = c.br.Discard(n)
-			return c.buf, nil
+			return buf, nil
 		}
-		start := len(c.buf)
-		c.buf = grow(c.buf, n)
-		if _, err := io.ReadFull(c.br, c.buf[start:start+n]); err != nil {
+		start := len(buf)
+		buf = grow(buf, n)
+		if _, err := io.ReadFull(c.br, buf[start:start+n]); err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
-			return nil, err
+			return buf, err
 		}
 		if n < MaxPacketPayload {
-			return c.buf, nil
+			return buf, nil
 		}
 	}
 }
@@ -140,6 +156,9 @@ func grow(b []byte, n int) []byte {
 func (c *Conn) ShrinkBuffer(max int) {
 	if cap(c.buf) > max {
 		c.buf = nil
+	}
+	if cap(c.aux) > max {
+		c.aux = nil
 	}
 }
 

@@ -394,7 +394,7 @@ func (r *Relay) localInfile(client, backend *Conn) error {
 		return &ClientError{err}
 	}
 	for {
-		p, err := client.ReadPacket()
+		p, err := client.ReadPacketAux()
 		if err != nil {
 			// The backend waits for the end of the file: tell it, so the
 			// connection stays usable, then report the client failure.
