@@ -259,7 +259,7 @@ func (ss *Session) dispatch(p []byte) error {
 	case wire.ComStmtFetch:
 		return ss.comStmtFetch(p)
 	}
-	return ss.writeErr(wire.NewError(erUnknownCom, "08S01", "Unknown command 0x%02x: the gateway does not support it yet", p[0]))
+	return ss.writeErr(wire.NewError(erUnknownCom, "08S01", "Unknown command 0x%02x: the gateway does not support this command", p[0]))
 }
 
 // writeErr sends an ERR packet and flushes. The error it returns is the
