@@ -2,8 +2,8 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -153,25 +153,29 @@ func (c *cluster) close() {
 }
 
 // collation returns "charset COLLATE collation" for a collation id, asking
-// the backend over conn the first time. ok is false for unknown ids.
+// the backend over conn the first time. ok is false for unknown ids. No
+// lock is held during the query; concurrent first lookups may both ask.
 func (c *cluster) collation(conn *backendConn, id byte) (string, bool, error) {
 	c.collMu.Lock()
-	defer c.collMu.Unlock()
-	if c.collations == nil {
-		m := map[byte]string{}
+	m := c.collations
+	c.collMu.Unlock()
+	if m == nil {
+		m = map[byte]string{}
 		err := conn.QueryRows("SELECT ID, CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLLATIONS WHERE ID < 256", func(row [][]byte) {
 			if len(row) == 3 && row[0] != nil && row[1] != nil && row[2] != nil {
-				var id int
-				fmt.Sscan(string(row[0]), &id)
-				m[byte(id)] = string(row[1]) + " COLLATE " + string(row[2])
+				if id, err := strconv.Atoi(string(row[0])); err == nil {
+					m[byte(id)] = string(row[1]) + " COLLATE " + string(row[2])
+				}
 			}
 		})
 		if err != nil {
 			return "", false, err
 		}
+		c.collMu.Lock()
 		c.collations = m
+		c.collMu.Unlock()
 	}
-	s, ok := c.collations[id]
+	s, ok := m[id]
 	return s, ok, nil
 }
 
@@ -186,13 +190,12 @@ func (e *dialError) Error() string {
 }
 func (e *dialError) Unwrap() error { return e.err }
 
-// resetValue is what a variable the session never set goes back to.
+// resetValue is what a variable the session never set goes back to: the
+// collation backend connections log in with for NAMES, else the global
+// value.
 func resetValue(name string) string {
-	switch name {
-	case "names":
+	if name == "names" {
 		return "utf8mb4 COLLATE utf8mb4_general_ci"
-	case "character set":
-		return "DEFAULT"
 	}
 	return "DEFAULT"
 }
@@ -241,9 +244,6 @@ func (bc *backendConn) changeUserNoDB() error {
 	return nil
 }
 
-// errNoPrimary reports a cluster without a usable primary.
-var errNoPrimary = errors.New("no primary")
-
-// acquireTimeout is how long a session waits to learn the backend version
-// at start.
+// greetingWait is how long Serve waits at start for a first backend
+// connection, to announce the backend's version.
 const greetingWait = 3 * time.Second

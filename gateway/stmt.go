@@ -3,6 +3,8 @@ package gateway
 import (
 	"encoding/binary"
 	"errors"
+	"sort"
+	"strings"
 
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
@@ -68,7 +70,17 @@ func (ss *Session) stateKey() string {
 	if ss.stateKeyID == ss.stateID {
 		return ss.stateKeyStr
 	}
-	key := ss.db + "\x00" + varsDiff(nil, ss.vars)
+	names := make([]string, 0, len(ss.vars))
+	for name := range ss.vars {
+		names = append(names, name)
+	}
+	sort.Strings(names) // the same state gives the same key in every session
+	var b strings.Builder
+	b.WriteString(ss.db)
+	for _, name := range names {
+		b.WriteString("\x00" + name + "=" + ss.vars[name])
+	}
+	key := b.String()
 	ss.stateKeyID, ss.stateKeyStr = ss.stateID, key
 	return key
 }

@@ -234,7 +234,6 @@ func (bc *BackendConn) query(query string, row func([][]byte), last *OK) error {
 	if err := bc.WriteCommand(cmd); err != nil {
 		return err
 	}
-	var sqlErr *SQLError
 	for {
 		p, err := bc.ReadPacket()
 		if err != nil {
@@ -247,9 +246,6 @@ func (bc *BackendConn) query(query string, row func([][]byte), last *OK) error {
 			ok, _ := ParseOK(p)
 			*last = ok
 			if ok.Status&StatusMoreResults == 0 {
-				if sqlErr != nil {
-					return sqlErr
-				}
 				return nil
 			}
 			continue
