@@ -249,7 +249,7 @@ cat <<EOF
   Connect with: mariadb -h127.0.0.1 -P${GATEWAY_LISTEN##*:} -uapp -papp demo
 
   MariaDB primary directly: mariadb -S .local/primary/mysqld.sock -uroot  (or -h127.0.0.1 -P$PRIMARY_PORT -ugateway -psecret)
-  Gateway HTTP:             http://$GATEWAY_HTTP/debug/status
+  Gateway HTTP:             http://$GATEWAY_HTTP/healthz  (and /debug/pins)
   Config:                   .local/gateway.yaml
   Ctrl-C stops the gateway, then MariaDB.
 
