@@ -700,3 +700,57 @@ func TestLastInsertIDAcrossPool(t *testing.T) {
 		}
 	}
 }
+
+// A client that answers the greeting with caching_sha2_password (MySQL 8
+// clients do by default) logs in through the fast path: 0x01 0x03, then OK.
+// One with an unknown plugin is switched to mysql_native_password.
+func TestCachingSha2AndAuthSwitch(t *testing.T) {
+	login := func(plugin string, scramble func(salt []byte) []byte, pass string) (got [][]byte) {
+		c := rawConn(t, shared.gwAddr())
+		g, err := wire.ParseGreeting(readPacket(t, c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn := wire.NewConn(c, 4096, 4096)
+		conn.SetSeq(1)
+		resp := &wire.HandshakeResponse{Caps: wire.BackendCaps, MaxPacket: 1 << 24, Collation: 45,
+			User: appUser, AuthData: scramble(g.Salt), AuthPlugin: plugin}
+		if err := conn.WritePacket(wire.AppendHandshakeResponse(nil, resp)); err != nil {
+			t.Fatal(err)
+		}
+		conn.Flush()
+		for i := 0; i < 3; i++ {
+			p, err := conn.ReadPacket()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, append([]byte(nil), p...))
+			if wire.IsOK(p) || wire.IsERR(p) {
+				return got
+			}
+			if p[0] == 0xfe { // auth switch: plugin NUL salt NUL
+				rest := p[1:]
+				i := bytes.IndexByte(rest, 0)
+				if string(rest[:i]) != wire.NativePassword {
+					t.Fatalf("switch to %q", rest[:i])
+				}
+				salt := bytes.TrimRight(rest[i+1:], "\x00")
+				conn.WritePacket(wire.ScrambleNative(salt, pass))
+				conn.Flush()
+			}
+		}
+		return got
+	}
+	got := login(wire.CachingSha2Password, func(s []byte) []byte { return wire.ScrambleCachingSha2(s, appPass) }, appPass)
+	if len(got) != 2 || !bytes.Equal(got[0], []byte{1, 3}) || !wire.IsOK(got[1]) {
+		t.Fatalf("caching_sha2 fast path: %x", got)
+	}
+	got = login(wire.CachingSha2Password, func(s []byte) []byte { return wire.ScrambleCachingSha2(s, "wrong") }, "wrong")
+	if e := wire.ParseERR(got[len(got)-1]); e.Code != 1045 {
+		t.Fatalf("caching_sha2 wrong password: %v", e)
+	}
+	got = login("client_ed25519", func(s []byte) []byte { return []byte("x") }, appPass)
+	if len(got) != 2 || got[0][0] != 0xfe || !wire.IsOK(got[1]) {
+		t.Fatalf("auth switch: %x", got)
+	}
+}
