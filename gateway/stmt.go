@@ -264,12 +264,11 @@ func (ss *Session) comStmtExecute(p []byte) error {
 				st.resetLongData(ss)
 				return ss.writeErr(e)
 			}
-			ss.dropLease()
 			if !pinned && attempt == 0 && !ss.srv.closing.Load() {
+				ss.dropLease()
 				continue // nothing ran: try another connection
 			}
-			ss.setPins(0)
-			return ss.writeErr(toClientError(backendLost(conn.addr, err)))
+			return ss.statementFailed(conn, &wire.BackendError{Err: err})
 		}
 		binary.LittleEndian.PutUint32(p[1:], bid)
 		res, err := ss.exchange(conn, p, wire.ResponseQuery)
