@@ -269,7 +269,9 @@ func TestManyClientsSmallPool(t *testing.T) {
 		t.Error(err)
 	}
 	var backendConns int
-	direct(t).QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = ?", backendUser).Scan(&backendConns)
+	if err := direct(t).QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = ?", backendUser).Scan(&backendConns); err != nil {
+		t.Fatal(err)
+	}
 	if backendConns > 16+2 { // the pool, plus this query's own direct connection and slack
 		t.Fatalf("%d backend connections for a pool of 16", backendConns)
 	}
