@@ -1,0 +1,464 @@
+package healthcheck
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/directgate/directgate/internal/safego"
+)
+
+// Config configures an Observer. Zero values of the numeric fields mean
+// their defaults; Prober and Backends are required.
+type Config struct {
+	// Interval is the time between the starts of two regular rounds.
+	// Default 2s.
+	Interval time.Duration
+	// BatchSize is the most probes in flight at once. Default 100.
+	BatchSize int
+	// Timeout bounds each probe (through the context passed to
+	// Prober.Probe). Default 1s.
+	Timeout time.Duration
+	// Rise is how many good probes in a row make a backend serving.
+	// Default 2.
+	Rise int
+	// Fall is how many failed probes in a row make a backend not serving.
+	// Default 2.
+	Fall int
+	// Prober checks one backend. Required.
+	Prober Prober
+	// Logger receives state changes. Default: discard.
+	Logger hclog.Logger
+	// Backends lists the backends to probe. It is called once at the
+	// start of every round, from the observer's goroutine, so the list may
+	// change between rounds; a backend that leaves the list is forgotten
+	// and one that joins starts unknown. Addresses must be unique; later
+	// duplicates are ignored. Required.
+	Backends func() []Backend
+}
+
+// withDefaults returns c with every zero or negative numeric field and a
+// nil Logger replaced by its default.
+func (c Config) withDefaults() Config {
+	if c.Interval <= 0 {
+		c.Interval = 2 * time.Second
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 100
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = time.Second
+	}
+	if c.Rise <= 0 {
+		c.Rise = 2
+	}
+	if c.Fall <= 0 {
+		c.Fall = 2
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	return c
+}
+
+// Observer runs discovery: one background loop that probes every backend
+// each Interval and publishes a Snapshot. All methods are safe for
+// concurrent use.
+type Observer struct {
+	cfg     Config
+	log     hclog.Logger
+	snap    atomic.Pointer[Snapshot]
+	refresh chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
+	group   *safego.Group
+	closed  sync.Once
+
+	// mu guards the fields below. It is never held across a probe or a
+	// log call.
+	mu       sync.Mutex
+	backends map[string]*tracked
+	clusters map[string]clusterSummary
+	round    uint64
+}
+
+// tracked is the observer's private, mutable record of one backend.
+type tracked struct {
+	b         Backend
+	state     State
+	reason    string
+	since     time.Time
+	good, bad int       // consecutive good and failed probes
+	last      Result    // last probe result
+	lastProbe time.Time // when last arrived
+	suspectAt time.Time // results of probes started before this are ignored
+}
+
+// clusterSummary is what was last logged about a cluster's roles.
+type clusterSummary struct {
+	primary    string
+	splitBrain bool
+}
+
+// logEvent is a log line decided under mu and emitted after it is released.
+type logEvent struct {
+	level hclog.Level
+	msg   string
+	args  []any
+}
+
+// New builds an Observer and starts its loop; the first round starts at
+// once. Snapshot returns an empty snapshot (Round 0) until the first round
+// ends. Call Close to stop it.
+func New(cfg Config) (*Observer, error) {
+	o, err := newObserver(cfg)
+	if err != nil {
+		return nil, err
+	}
+	o.group.Go("healthcheck observer", o.loop)
+	return o, nil
+}
+
+// newObserver builds an Observer without starting its loop (tests drive
+// rounds with runRound).
+func newObserver(cfg Config) (*Observer, error) {
+	if cfg.Prober == nil {
+		return nil, errors.New("healthcheck: Config.Prober is required")
+	}
+	if cfg.Backends == nil {
+		return nil, errors.New("healthcheck: Config.Backends is required")
+	}
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	o := &Observer{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		refresh:  make(chan struct{}, 1),
+		ctx:      ctx,
+		cancel:   cancel,
+		group:    safego.New(cfg.Logger),
+		backends: map[string]*tracked{},
+		clusters: map[string]clusterSummary{},
+	}
+	o.snap.Store(&Snapshot{Time: time.Now(), Clusters: map[string]*Cluster{}, Backends: map[string]*BackendView{}})
+	return o, nil
+}
+
+// Snapshot returns the latest published snapshot. It never blocks and
+// never returns nil. The result must not be modified.
+func (o *Observer) Snapshot() *Snapshot { return o.snap.Load() }
+
+// Refresh asks for an early round without waiting for it. Nudges are
+// coalesced, and early rounds start at least Interval/4 after the start of
+// the previous round.
+func (o *Observer) Refresh() {
+	select {
+	case o.refresh <- struct{}{}:
+	default:
+	}
+}
+
+// ReportFailure tells the observer that a caller saw a connection error on
+// the backend at addr. The backend is marked not serving at once, a new
+// snapshot is published before ReportFailure returns, and an early round
+// is requested. It needs Rise good probes, all started after the report, to
+// serve again. Unknown addresses are ignored.
+func (o *Observer) ReportFailure(addr string) {
+	now := time.Now()
+	o.mu.Lock()
+	t, ok := o.backends[addr]
+	if !ok {
+		o.mu.Unlock()
+		return
+	}
+	var events []logEvent
+	t.good = 0
+	t.suspectAt = now
+	if t.state != StateNotServing {
+		events = append(events, t.transition(StateNotServing, "suspect: failure reported by caller", now))
+	}
+	events = append(events, o.publishLocked(now)...)
+	o.mu.Unlock()
+	o.emit(events)
+	o.Refresh()
+}
+
+// Close stops the loop, cancels probes in flight and waits for them. It
+// is idempotent; the last snapshot stays readable.
+func (o *Observer) Close() error {
+	o.closed.Do(func() {
+		o.cancel()
+		o.group.Wait()
+	})
+	return nil
+}
+
+// loop runs rounds until Close: one at start, then one Interval after the
+// start of the previous, or earlier when Refresh asks (but not within
+// Interval/4 of the previous start).
+func (o *Observer) loop() {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var lastStart time.Time
+	next := time.Now()
+	for {
+		select {
+		case <-o.ctx.Done():
+			return
+		case <-o.refresh:
+			early := lastStart.Add(o.cfg.Interval / 4)
+			if now := time.Now(); early.Before(now) {
+				early = now
+			}
+			if early.Before(next) {
+				next = early
+				timer.Reset(time.Until(next))
+			}
+			continue
+		case <-timer.C:
+		}
+		lastStart = time.Now()
+		o.runRound()
+		next = lastStart.Add(o.cfg.Interval)
+		timer.Reset(time.Until(next))
+	}
+}
+
+// runRound probes every backend once, in shuffled order, at most BatchSize
+// at a time, then applies the results and publishes a snapshot. A round
+// cut short by Close publishes nothing.
+func (o *Observer) runRound() {
+	var list []Backend
+	seen := map[string]bool{}
+	for _, b := range o.cfg.Backends() {
+		if !seen[b.Addr] {
+			seen[b.Addr] = true
+			list = append(list, b)
+		}
+	}
+	rand.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
+
+	results := make([]Result, len(list))
+	starts := make([]time.Time, len(list))
+	jobs := make(chan int)
+	workers := safego.New(o.log)
+	for range min(o.cfg.BatchSize, len(list)) {
+		workers.Go("healthcheck probe", func() {
+			for i := range jobs {
+				starts[i] = time.Now()
+				results[i] = o.probe(list[i])
+			}
+		})
+	}
+feed:
+	for i := range list {
+		select {
+		case jobs <- i:
+		case <-o.ctx.Done():
+			break feed
+		}
+	}
+	close(jobs)
+	workers.Wait()
+	if o.ctx.Err() != nil {
+		return
+	}
+
+	now := time.Now()
+	var events []logEvent
+	o.mu.Lock()
+	for addr := range o.backends {
+		if !seen[addr] {
+			delete(o.backends, addr)
+		}
+	}
+	for i, b := range list {
+		t, ok := o.backends[b.Addr]
+		if !ok {
+			t = &tracked{b: b, state: StateUnknown, reason: "not probed yet", since: now}
+			o.backends[b.Addr] = t
+		}
+		t.b = b
+		if e, ok := o.apply(t, results[i], starts[i], now); ok {
+			events = append(events, e)
+		}
+	}
+	o.round++
+	events = append(events, o.publishLocked(now)...)
+	o.mu.Unlock()
+	o.emit(events)
+}
+
+// probe runs one probe with the configured timeout, turning a panic of
+// the prober into a failed result.
+func (o *Observer) probe(b Backend) (r Result) {
+	ctx, cancel := context.WithTimeout(o.ctx, o.cfg.Timeout)
+	defer cancel()
+	defer func() {
+		if p := recover(); p != nil {
+			r = Result{Err: fmt.Errorf("prober panicked: %v", p)}
+		}
+	}()
+	return o.cfg.Prober.Probe(ctx, b)
+}
+
+// judge says whether a probe result counts as good and, if not, why.
+func judge(r Result) (bool, string) {
+	switch {
+	case r.Err != nil:
+		return false, r.Err.Error()
+	case !r.Reachable:
+		return false, "unreachable"
+	case r.ReadOnly && r.Replica && !r.LagKnown:
+		return false, "replication stopped: lag unknown"
+	}
+	return true, ""
+}
+
+// apply records one probe result on t with hysteresis. It returns a log
+// event when the state changed. Called with mu held.
+func (o *Observer) apply(t *tracked, r Result, started, now time.Time) (logEvent, bool) {
+	if started.Before(t.suspectAt) {
+		return logEvent{}, false // began before a reported failure: stale
+	}
+	t.last = r
+	t.lastProbe = now
+	good, reason := judge(r)
+	if t.state == StateUnknown {
+		t.reason = cmp.Or(reason, "waiting for more good probes")
+	}
+	if good {
+		t.good++
+		t.bad = 0
+		if t.state != StateServing && t.good >= o.cfg.Rise {
+			return t.transition(StateServing, "", now), true
+		}
+		return logEvent{}, false
+	}
+	t.bad++
+	t.good = 0
+	switch {
+	case t.state == StateNotServing:
+		t.reason = reason // still down: keep since, refresh the reason
+	case t.bad >= o.cfg.Fall:
+		return t.transition(StateNotServing, reason, now), true
+	}
+	return logEvent{}, false
+}
+
+// transition moves t to state and returns the log event for it.
+func (t *tracked) transition(state State, reason string, now time.Time) logEvent {
+	from, fromSince := t.state, t.since
+	t.state, t.reason, t.since = state, reason, now
+	level := hclog.Info
+	if state == StateNotServing {
+		level = hclog.Warn
+	}
+	return logEvent{level, "backend state changed", []any{
+		"backend", t.b.Addr, "cluster", t.b.Cluster, "from", from.String(), "to", state.String(),
+		"reason", reason, "was_since", fromSince,
+	}}
+}
+
+// publishLocked builds a snapshot from the tracked backends, stores it and
+// returns log events for role changes. Called with mu held.
+func (o *Observer) publishLocked(now time.Time) []logEvent {
+	s := &Snapshot{
+		Round:    o.round,
+		Time:     now,
+		Clusters: map[string]*Cluster{},
+		Backends: make(map[string]*BackendView, len(o.backends)),
+	}
+	for addr, t := range o.backends {
+		s.Backends[addr] = &BackendView{
+			Backend: t.b, State: t.state, Reason: t.reason, Since: t.since,
+			Last: t.last, LastProbe: t.lastProbe,
+		}
+		c := s.Clusters[t.b.Cluster]
+		if c == nil {
+			c = &Cluster{Name: t.b.Cluster}
+			s.Clusters[t.b.Cluster] = c
+		}
+		c.Backends = append(c.Backends, addr)
+		if t.state != StateServing {
+			continue
+		}
+		if t.last.ReadOnly {
+			c.Replicas = append(c.Replicas, addr)
+		} else {
+			c.Writable = append(c.Writable, addr)
+		}
+	}
+	var events []logEvent
+	for name, c := range s.Clusters {
+		slices.Sort(c.Backends)
+		slices.Sort(c.Writable)
+		slices.SortFunc(c.Replicas, func(a, b string) int {
+			return cmp.Or(cmp.Compare(s.Backends[a].Last.RTT, s.Backends[b].Last.RTT), strings.Compare(a, b))
+		})
+		for _, a := range c.Replicas {
+			s.Backends[a].Role = RoleReplica
+		}
+		switch len(c.Writable) {
+		case 0:
+			c.NoPrimaryReason = "no serving writable backend"
+		case 1:
+			c.Primary = c.Writable[0]
+			s.Backends[c.Primary].Role = RolePrimary
+		default:
+			c.SplitBrain = true
+			c.NoPrimaryReason = "split brain: " + strings.Join(c.Writable, ", ") + " are all writable"
+			for _, a := range c.Writable {
+				s.Backends[a].Role = RoleSplitBrain
+			}
+		}
+		events = append(events, o.clusterChanged(name, c)...)
+	}
+	for name := range o.clusters {
+		if s.Clusters[name] == nil {
+			delete(o.clusters, name)
+		}
+	}
+	o.snap.Store(s)
+	return events
+}
+
+// clusterChanged compares c with what was last logged about it and
+// returns log events for a primary change or split brain. Called with mu
+// held.
+func (o *Observer) clusterChanged(name string, c *Cluster) []logEvent {
+	prev, known := o.clusters[name]
+	cur := clusterSummary{primary: c.Primary, splitBrain: c.SplitBrain}
+	o.clusters[name] = cur
+	if known && prev == cur {
+		return nil
+	}
+	switch {
+	case cur.splitBrain:
+		return []logEvent{{hclog.Error, "SPLIT BRAIN: several writable backends, no primary chosen",
+			[]any{"cluster", name, "writable", c.Writable}}}
+	case cur.primary != "":
+		return []logEvent{{hclog.Info, "cluster primary changed",
+			[]any{"cluster", name, "from", prev.primary, "to", cur.primary}}}
+	case known:
+		return []logEvent{{hclog.Warn, "cluster has no primary",
+			[]any{"cluster", name, "previous", prev.primary, "reason", c.NoPrimaryReason}}}
+	}
+	return nil
+}
+
+// emit writes events to the logger. Called without mu.
+func (o *Observer) emit(events []logEvent) {
+	for _, e := range events {
+		o.log.Log(e.level, e.msg, e.args...)
+	}
+}

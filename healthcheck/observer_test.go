@@ -1,0 +1,503 @@
+package healthcheck
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// fakeProber returns scripted results per address, optionally after a
+// delay, and counts probes and the peak number in flight.
+type fakeProber struct {
+	delay time.Duration
+
+	inFlight atomic.Int64
+	peak     atomic.Int64
+	total    atomic.Int64
+
+	mu     sync.Mutex
+	res    map[string]Result
+	counts map[string]int
+}
+
+func newFakeProber() *fakeProber {
+	return &fakeProber{res: map[string]Result{}, counts: map[string]int{}}
+}
+
+func (f *fakeProber) set(addr string, r Result) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.res[addr] = r
+}
+
+func (f *fakeProber) Probe(ctx context.Context, b Backend) Result {
+	n := f.inFlight.Add(1)
+	defer f.inFlight.Add(-1)
+	for {
+		p := f.peak.Load()
+		if n <= p || f.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	f.total.Add(1)
+	if f.delay > 0 {
+		t := time.NewTimer(f.delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return Result{Err: ctx.Err()}
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.counts[b.Addr]++
+	r, ok := f.res[b.Addr]
+	if !ok {
+		return Result{Err: errors.New("connection refused")}
+	}
+	return r
+}
+
+// takeCounts returns the per-address probe counts and resets them.
+func (f *fakeProber) takeCounts() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.counts
+	f.counts = map[string]int{}
+	return c
+}
+
+var (
+	primaryOK = Result{Reachable: true, ReadOnly: false, ServerID: 1, Version: "fake", RTT: time.Millisecond}
+	replicaOK = Result{Reachable: true, ReadOnly: true, ServerID: 2, Version: "fake", Replica: true, LagKnown: true, RTT: time.Millisecond}
+	down      = Result{Err: errors.New("connection refused")}
+)
+
+func staticBackends(bs ...Backend) func() []Backend {
+	return func() []Backend { return bs }
+}
+
+// manual builds an observer whose loop is not started: the test drives
+// rounds with runRound.
+func manual(t *testing.T, p Prober, bs ...Backend) *Observer {
+	t.Helper()
+	o, err := newObserver(Config{Prober: p, Backends: staticBackends(bs...), Rise: 2, Fall: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { o.Close() })
+	return o
+}
+
+func state(o *Observer, addr string) State {
+	v := o.Snapshot().Backend(addr)
+	if v == nil {
+		return StateUnknown
+	}
+	return v.State
+}
+
+func TestNewRequiresProberAndBackends(t *testing.T) {
+	if _, err := New(Config{Backends: staticBackends()}); err == nil {
+		t.Error("New without Prober: no error")
+	}
+	if _, err := New(Config{Prober: newFakeProber()}); err == nil {
+		t.Error("New without Backends: no error")
+	}
+}
+
+func TestHysteresis(t *testing.T) {
+	p := newFakeProber()
+	a := Backend{Addr: "a:3306", Cluster: "c"}
+	o := manual(t, p, a)
+
+	if s := o.Snapshot(); s == nil || s.Round != 0 || len(s.Backends) != 0 {
+		t.Fatalf("initial snapshot = %+v, want empty round 0", s)
+	}
+
+	// Unknown start: one good probe is not enough to serve.
+	p.set(a.Addr, replicaOK)
+	o.runRound()
+	if got := state(o, a.Addr); got != StateUnknown {
+		t.Fatalf("after 1 good probe: %v, want unknown", got)
+	}
+	o.runRound()
+	if got := state(o, a.Addr); got != StateServing {
+		t.Fatalf("after 2 good probes: %v, want serving", got)
+	}
+	servingSince := o.Snapshot().Backend(a.Addr).Since
+
+	// One failure does not mark down; a good probe in between resets.
+	p.set(a.Addr, down)
+	o.runRound()
+	p.set(a.Addr, replicaOK)
+	o.runRound()
+	p.set(a.Addr, down)
+	o.runRound()
+	if got := state(o, a.Addr); got != StateServing {
+		t.Fatalf("after fail, good, fail: %v, want serving", got)
+	}
+	if v := o.Snapshot().Backend(a.Addr); !v.Since.Equal(servingSince) {
+		t.Errorf("Since moved without a state change: %v -> %v", servingSince, v.Since)
+	}
+
+	// Second failure in a row: down, with the reason.
+	o.runRound()
+	v := o.Snapshot().Backend(a.Addr)
+	if v.State != StateNotServing || v.Reason != "connection refused" || v.Role != RoleNone {
+		t.Fatalf("after 2 failures: %+v, want not serving, reason connection refused, role none", v)
+	}
+
+	// Rise: one good is not enough, two are.
+	p.set(a.Addr, replicaOK)
+	o.runRound()
+	if got := state(o, a.Addr); got != StateNotServing {
+		t.Fatalf("after 1 good probe while down: %v, want not serving", got)
+	}
+	o.runRound()
+	if v := o.Snapshot().Backend(a.Addr); v.State != StateServing || v.Role != RoleReplica || v.Reason != "" {
+		t.Fatalf("after 2 good probes while down: %+v", v)
+	}
+}
+
+func TestUnknownFallsToNotServing(t *testing.T) {
+	p := newFakeProber()
+	a := Backend{Addr: "a:3306", Cluster: "c"}
+	o := manual(t, p, a)
+	o.runRound()
+	if got := state(o, a.Addr); got != StateUnknown {
+		t.Fatalf("after 1 failure: %v, want unknown", got)
+	}
+	o.runRound()
+	if got := state(o, a.Addr); got != StateNotServing {
+		t.Fatalf("after 2 failures: %v, want not serving", got)
+	}
+}
+
+func TestReplicaWithUnknownLagDoesNotServe(t *testing.T) {
+	p := newFakeProber()
+	a := Backend{Addr: "a:3306", Cluster: "c"}
+	o := manual(t, p, a)
+	stopped := replicaOK
+	stopped.LagKnown = false
+	p.set(a.Addr, stopped)
+	o.runRound()
+	o.runRound()
+	v := o.Snapshot().Backend(a.Addr)
+	if v.State != StateNotServing || v.Reason != "replication stopped: lag unknown" {
+		t.Fatalf("stopped replica: %+v", v)
+	}
+}
+
+func TestRolesAndReplicaOrder(t *testing.T) {
+	p := newFakeProber()
+	bs := []Backend{{"p:1", "c"}, {"r1:1", "c"}, {"r2:1", "c"}, {"r3:1", "c"}, {"x:1", "other"}}
+	o := manual(t, p, bs...)
+	p.set("p:1", primaryOK)
+	for addr, rtt := range map[string]time.Duration{"r1:1": 30 * time.Millisecond, "r2:1": 10 * time.Millisecond, "r3:1": 20 * time.Millisecond} {
+		r := replicaOK
+		r.RTT = rtt
+		p.set(addr, r)
+	}
+	o.runRound()
+	o.runRound()
+	s := o.Snapshot()
+	c := s.Cluster("c")
+	if c.Primary != "p:1" || c.SplitBrain || c.NoPrimaryReason != "" {
+		t.Fatalf("cluster c: %+v", c)
+	}
+	if want := []string{"r2:1", "r3:1", "r1:1"}; !slices.Equal(c.Replicas, want) {
+		t.Errorf("replicas = %v, want %v (by RTT)", c.Replicas, want)
+	}
+	if s.Backend("p:1").Role != RolePrimary {
+		t.Errorf("p:1 role = %v", s.Backend("p:1").Role)
+	}
+	other := s.Cluster("other")
+	if other.Primary != "" || other.NoPrimaryReason == "" || s.Backend("x:1").State != StateNotServing {
+		t.Errorf("cluster other: %+v, x:1 %+v", other, s.Backend("x:1"))
+	}
+}
+
+func TestSplitBrain(t *testing.T) {
+	p := newFakeProber()
+	o := manual(t, p, Backend{"a:1", "c"}, Backend{"b:1", "c"})
+	p.set("a:1", primaryOK)
+	p.set("b:1", replicaOK)
+	o.runRound()
+	o.runRound()
+	if c := o.Snapshot().Cluster("c"); c.Primary != "a:1" {
+		t.Fatalf("before: %+v", c)
+	}
+	p.set("b:1", primaryOK) // b turns writable too
+	o.runRound()
+	s := o.Snapshot()
+	c := s.Cluster("c")
+	if !c.SplitBrain || c.Primary != "" || !slices.Equal(c.Writable, []string{"a:1", "b:1"}) || c.NoPrimaryReason == "" {
+		t.Fatalf("split brain not flagged: %+v", c)
+	}
+	if s.Backend("a:1").Role != RoleSplitBrain || s.Backend("b:1").Role != RoleSplitBrain {
+		t.Errorf("roles: a %v b %v", s.Backend("a:1").Role, s.Backend("b:1").Role)
+	}
+	p.set("a:1", replicaOK) // one steps down: resolved
+	o.runRound()
+	if c := o.Snapshot().Cluster("c"); c.SplitBrain || c.Primary != "b:1" {
+		t.Fatalf("after resolution: %+v", c)
+	}
+}
+
+func TestPrimaryChange(t *testing.T) {
+	p := newFakeProber()
+	o := manual(t, p, Backend{"a:1", "c"}, Backend{"b:1", "c"})
+	p.set("a:1", primaryOK)
+	p.set("b:1", replicaOK)
+	o.runRound()
+	o.runRound()
+	if c := o.Snapshot().Cluster("c"); c.Primary != "a:1" {
+		t.Fatalf("before: %+v", c)
+	}
+	// Old primary dies, replica is promoted in the same moment.
+	p.set("a:1", down)
+	p.set("b:1", primaryOK)
+	o.runRound()
+	// a still serving (1 failure < Fall) and b writable: split brain for
+	// one round is the honest answer, never a guess.
+	if c := o.Snapshot().Cluster("c"); !c.SplitBrain {
+		t.Fatalf("round 1 after change: %+v, want split brain while a is not yet down", c)
+	}
+	o.runRound()
+	c := o.Snapshot().Cluster("c")
+	if c.Primary != "b:1" || c.SplitBrain || len(c.Replicas) != 0 {
+		t.Fatalf("round 2 after change: %+v, want primary b:1", c)
+	}
+}
+
+func TestPrimaryChangeByReadOnlyFlip(t *testing.T) {
+	p := newFakeProber()
+	o := manual(t, p, Backend{"a:1", "c"}, Backend{"b:1", "c"})
+	p.set("a:1", primaryOK)
+	p.set("b:1", replicaOK)
+	o.runRound()
+	o.runRound()
+	// Clean switchover: a turns read_only, b writable, both keep serving.
+	p.set("a:1", replicaOK)
+	p.set("b:1", primaryOK)
+	o.runRound()
+	c := o.Snapshot().Cluster("c")
+	if c.Primary != "b:1" || !slices.Equal(c.Replicas, []string{"a:1"}) {
+		t.Fatalf("after flip: %+v, want primary b:1 within one round", c)
+	}
+}
+
+func TestReportFailure(t *testing.T) {
+	p := newFakeProber()
+	a := Backend{"a:1", "c"}
+	o := manual(t, p, a)
+	p.set(a.Addr, primaryOK)
+	o.runRound()
+	o.runRound()
+	before := o.Snapshot()
+	if before.Cluster("c").Primary != "a:1" {
+		t.Fatalf("before: %+v", before.Cluster("c"))
+	}
+
+	o.ReportFailure(a.Addr)
+	after := o.Snapshot()
+	if after == before {
+		t.Fatal("ReportFailure did not publish a new snapshot")
+	}
+	if v := after.Backend(a.Addr); v.State != StateNotServing || v.Reason == "" {
+		t.Fatalf("after ReportFailure: %+v", v)
+	}
+	if c := after.Cluster("c"); c.Primary != "" {
+		t.Fatalf("suspect backend still primary: %+v", c)
+	}
+	if before.Backend(a.Addr).State != StateServing {
+		t.Error("old snapshot was modified")
+	}
+	select {
+	case <-o.refresh:
+	default:
+		t.Error("ReportFailure did not request a refresh")
+	}
+	o.ReportFailure("nobody:1") // unknown: ignored, no panic
+
+	// Needs Rise good probes to come back.
+	o.runRound()
+	if got := state(o, a.Addr); got != StateNotServing {
+		t.Fatalf("1 good probe after report: %v", got)
+	}
+	o.runRound()
+	if got := state(o, a.Addr); got != StateServing {
+		t.Fatalf("2 good probes after report: %v", got)
+	}
+}
+
+// blockingProber blocks every probe until release is closed.
+type blockingProber struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingProber) Probe(ctx context.Context, _ Backend) Result {
+	b.started <- struct{}{}
+	<-b.release
+	return primaryOK
+}
+
+func TestReportFailureIgnoresProbesStartedBefore(t *testing.T) {
+	bp := &blockingProber{started: make(chan struct{}, 1), release: make(chan struct{})}
+	a := Backend{"a:1", "c"}
+	o := manual(t, bp, a)
+	go func() { <-bp.started; bp.release <- struct{}{}; <-bp.started; bp.release <- struct{}{} }()
+	o.runRound()
+	o.runRound()
+	if got := state(o, a.Addr); got != StateServing {
+		t.Fatalf("setup: %v", got)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); o.runRound() }()
+	<-bp.started // probe in flight
+	o.ReportFailure(a.Addr)
+	close(bp.release)
+	<-done
+	if v := o.Snapshot().Backend(a.Addr); v.State != StateNotServing {
+		t.Fatalf("a probe begun before the report counted: %+v", v)
+	}
+}
+
+func TestBackendsListChanges(t *testing.T) {
+	p := newFakeProber()
+	var mu sync.Mutex
+	list := []Backend{{"a:1", "c"}, {"b:1", "c"}}
+	o, err := newObserver(Config{Prober: p, Backends: func() []Backend {
+		mu.Lock()
+		defer mu.Unlock()
+		return list
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	p.set("a:1", replicaOK)
+	p.set("b:1", replicaOK)
+	o.runRound()
+	mu.Lock()
+	list = []Backend{{"a:1", "c"}}
+	mu.Unlock()
+	o.runRound()
+	s := o.Snapshot()
+	if s.Backend("b:1") != nil || len(s.Cluster("c").Backends) != 1 {
+		t.Fatalf("removed backend still listed: %+v", s.Cluster("c"))
+	}
+}
+
+func TestProberPanicIsAFailure(t *testing.T) {
+	o := manual(t, panicProber{}, Backend{"a:1", "c"})
+	o.runRound()
+	o.runRound()
+	if v := o.Snapshot().Backend("a:1"); v.State != StateNotServing {
+		t.Fatalf("panicking prober: %+v", v)
+	}
+}
+
+type panicProber struct{}
+
+func (panicProber) Probe(context.Context, Backend) Result { panic("boom") }
+
+// countingProber counts probes; each round probes the single backend once.
+type countingProber struct{ n atomic.Int64 }
+
+func (c *countingProber) Probe(context.Context, Backend) Result {
+	c.n.Add(1)
+	return primaryOK
+}
+
+func TestRefreshThrottled(t *testing.T) {
+	const interval = 400 * time.Millisecond
+	cp := &countingProber{}
+	o, err := New(Config{Interval: interval, Prober: cp, Backends: staticBackends(Backend{"a:1", "c"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	waitFor(t, func() bool { return cp.n.Load() == 1 }) // first round at start
+
+	// Hammer Refresh for 300 ms: early rounds come at most every
+	// interval/4 = 100 ms, so at most 3 more than the first (plus one of
+	// slack for timer jitter), and at least one (an early round happened
+	// before the regular interval).
+	start := time.Now()
+	for time.Since(start) < 300*time.Millisecond {
+		o.Refresh()
+		time.Sleep(time.Millisecond)
+	}
+	n := cp.n.Load()
+	t.Logf("rounds during %v of continuous Refresh (interval %v): %d (including the first)", time.Since(start), interval, n)
+	if n < 2 {
+		t.Errorf("no early round: %d rounds", n)
+	}
+	if n > 5 {
+		t.Errorf("Refresh not throttled: %d rounds", n)
+	}
+}
+
+func TestRegularInterval(t *testing.T) {
+	cp := &countingProber{}
+	o, err := New(Config{Interval: 50 * time.Millisecond, Prober: cp, Backends: staticBackends(Backend{"a:1", "c"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return o.Snapshot().Round >= 3 })
+	if s := o.Snapshot(); s.Cluster("c").Primary != "a:1" {
+		t.Errorf("after 3 rounds: %+v", s.Cluster("c"))
+	}
+	o.Close()
+	o.Close() // idempotent
+	n := cp.n.Load()
+	time.Sleep(120 * time.Millisecond)
+	if cp.n.Load() != n {
+		t.Error("probes after Close")
+	}
+}
+
+func TestCloseCancelsProbesInFlight(t *testing.T) {
+	p := newFakeProber()
+	p.delay = time.Hour
+	o, err := New(Config{Timeout: time.Hour, Prober: p, Backends: staticBackends(Backend{"a:1", "c"}, Backend{"b:1", "c"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return p.inFlight.Load() == 2 })
+	done := make(chan struct{})
+	go func() { o.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return with probes in flight")
+	}
+	if s := o.Snapshot(); s.Round != 0 {
+		t.Errorf("a cancelled round was published: round %d", s.Round)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
