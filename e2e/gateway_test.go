@@ -371,64 +371,7 @@ func rawQuery(t *testing.T, addr, user, pass, q string, caps uint32) []byte {
 	if err := bc.WriteCommand(append([]byte{wire.ComQuery}, q...)); err != nil {
 		t.Fatal(err)
 	}
-	return readResponse(t, bc.Conn, bc.Caps&wire.CapDeprecateEOF != 0)
-}
-
-// readResponse reads the raw packets (headers included) of one text
-// protocol response, following the protocol on its own rather than with
-// the relay under test.
-func readResponse(t *testing.T, c *wire.Conn, deprecateEOF bool) []byte {
-	t.Helper()
-	var out []byte
-	next := func() []byte {
-		seq := c.Seq()
-		p, err := c.ReadPacket()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, byte(len(p)), byte(len(p)>>8), byte(len(p)>>16), seq)
-		out = append(out, p...)
-		return p
-	}
-	status := func(p []byte, eof bool) uint16 {
-		if eof {
-			_, st := wire.ParseEOF(p)
-			return st
-		}
-		ok, _ := wire.ParseOK(p)
-		return ok.Status
-	}
-	for {
-		p := next()
-		if wire.IsERR(p) {
-			return out
-		}
-		if wire.IsOK(p) {
-			if status(p, false)&wire.StatusMoreResults == 0 {
-				return out
-			}
-			continue
-		}
-		n := int(p[0])
-		for i := 0; i < n; i++ {
-			next()
-		}
-		if !deprecateEOF {
-			next()
-		}
-		for {
-			p = next()
-			if wire.IsERR(p) {
-				return out
-			}
-			if p[0] == 0xfe && (len(p) < 9 || deprecateEOF && len(p) < 0xffffff) {
-				break
-			}
-		}
-		if status(p, !deprecateEOF)&wire.StatusMoreResults == 0 {
-			return out
-		}
-	}
+	return rawResult(t, bc.Conn, bc.Caps&wire.CapDeprecateEOF != 0)
 }
 
 type sinkConn struct {
