@@ -374,13 +374,6 @@ func rawQuery(t *testing.T, addr, user, pass, q string, caps uint32) []byte {
 	return rawResult(t, bc.Conn, bc.Caps&wire.CapDeprecateEOF != 0)
 }
 
-type sinkConn struct {
-	net.Conn
-	w io.Writer
-}
-
-func (s *sinkConn) Write(p []byte) (int, error) { return s.w.Write(p) }
-
 // A 200k-row result streams through the gateway unchanged without the
 // gateway buffering it.
 func TestLargeResultStreams(t *testing.T) {
