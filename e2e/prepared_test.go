@@ -15,8 +15,6 @@ import (
 	"math"
 	"reflect"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,52 +30,17 @@ func binaryProtocol(c *mysql.Config) { c.InterpolateParams = false }
 // statements of their own (a new text each time, prepared, executed and
 // closed) and plain queries, filling the per-connection statement caches.
 func churnPrepared(t *testing.T, tg target, n int) {
-	if !tg.gateway {
-		return
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var failed atomic.Value
-	for i := 0; i < n; i++ {
-		db := tg.open(t, binaryProtocol)
-		db.SetMaxOpenConns(1)
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			deadline := time.Now().Add(2 * time.Minute)
-			for j := 0; time.Now().Before(deadline); j++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				var got int
-				err := db.QueryRow(fmt.Sprintf("SELECT ? + %d", i*100000+j), 1).Scan(&got)
-				if err == nil && got != i*100000+j+1 {
-					err = fmt.Errorf("churn statement %d/%d got %d", i, j, got)
-				}
-				if err == nil {
-					err = db.QueryRow("SELECT 1").Scan(&got)
-				}
-				if err != nil {
-					select {
-					case <-stop:
-					default:
-						failed.CompareAndSwap(nil, err)
-					}
-					return
-				}
-			}
-		}(i)
-	}
-	t.Cleanup(func() {
-		close(stop)
-		wg.Wait()
-		if err, _ := failed.Load().(error); err != nil {
-			t.Errorf("a churning session failed: %v", err)
+	churnWith(t, tg, n, binaryProtocol, func(db *sql.DB, i, j int) error {
+		var got int
+		err := db.QueryRow(fmt.Sprintf("SELECT ? + %d", i*100000+j), 1).Scan(&got)
+		if err == nil && got != i*100000+j+1 {
+			err = fmt.Errorf("churn statement %d/%d got %d", i, j, got)
 		}
+		if err == nil {
+			err = db.QueryRow("SELECT 1").Scan(&got)
+		}
+		return err
 	})
-	time.Sleep(50 * time.Millisecond)
 }
 
 // TestPreparedAcrossPool: a statement prepared once keeps working for 200

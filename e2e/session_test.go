@@ -150,6 +150,15 @@ func (w pinWatch) same(t testing.TB) {
 // pinned. It does nothing on the direct target and stops when the test
 // ends; churn errors fail the test.
 func churn(t *testing.T, tg target, n int) {
+	churnWith(t, tg, n, nil, func(db *sql.DB, _, _ int) error {
+		var one int
+		return db.QueryRow("SELECT 1").Scan(&one)
+	})
+}
+
+// churnWith runs step(db, i, j) in a loop on n sessions opened with opt,
+// until the test ends (at most 2 minutes); the first error fails the test.
+func churnWith(t *testing.T, tg target, n int, opt func(*mysql.Config), step func(db *sql.DB, i, j int) error) {
 	if !tg.gateway {
 		return
 	}
@@ -157,20 +166,19 @@ func churn(t *testing.T, tg target, n int) {
 	var wg sync.WaitGroup
 	var failed atomic.Value
 	for i := 0; i < n; i++ {
-		db := tg.open(t, nil)
+		db := tg.open(t, opt)
 		db.SetMaxOpenConns(1)
 		wg.Add(1)
-		go func() {
+		go func(i int) {
 			defer wg.Done()
 			deadline := time.Now().Add(2 * time.Minute)
-			for time.Now().Before(deadline) {
+			for j := 0; time.Now().Before(deadline); j++ {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				var one int
-				if err := db.QueryRow("SELECT 1").Scan(&one); err != nil {
+				if err := step(db, i, j); err != nil {
 					select {
 					case <-stop:
 					default:
@@ -179,7 +187,7 @@ func churn(t *testing.T, tg target, n int) {
 					return
 				}
 			}
-		}()
+		}(i)
 	}
 	// Registered after the pools: runs before they are closed.
 	t.Cleanup(func() {
