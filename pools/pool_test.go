@@ -388,6 +388,9 @@ func TestDestroyFreesSlotForWaiter(t *testing.T) {
 	d := &dialer{}
 	p := newPool(t, d, func(c *Config[*fakeConn]) { c.Size = 1 })
 	a := mustAcquire(t, p)
+	// The first Acquire waited for its dial too: count the waiter from
+	// here, before it can start.
+	waits := p.Stat().Waits
 	got := make(chan *Lease[*fakeConn], 1)
 	go func() {
 		l, err := p.Acquire(context.Background())
@@ -396,7 +399,7 @@ func TestDestroyFreesSlotForWaiter(t *testing.T) {
 		}
 		got <- l
 	}()
-	eventually(t, "waiter", func() bool { return p.Stat().Waits == 1 })
+	eventually(t, "waiter", func() bool { return p.Stat().Waits == waits+1 })
 	time.Sleep(5 * time.Millisecond)
 	aConn := a.Conn()
 	a.Destroy()
