@@ -28,6 +28,8 @@ type Config struct {
 	Users []User `yaml:"users"`
 	// Clusters are the backends. At least one.
 	Clusters []Cluster `yaml:"clusters"`
+	// Health configures backend discovery.
+	Health Health `yaml:"health"`
 	// MaxAllowedPacket bounds a client packet in bytes. Default 64 MiB
 	// (the largest packet a client may send; larger ones close the client
 	// with error 1153).
@@ -58,8 +60,48 @@ type User struct {
 	Cluster string `yaml:"cluster"`
 }
 
-// Cluster is one primary (and later its replicas) with the account the
-// gateway uses to reach it.
+// Health configures discovery: the background loop that probes every
+// backend and decides which serve and which is each cluster's primary.
+type Health struct {
+	// Interval is the time between probe rounds. Default 2s.
+	Interval time.Duration `yaml:"interval"`
+	// BatchSize is the most probes in flight at once. Default 100.
+	BatchSize int `yaml:"batch_size"`
+	// Timeout bounds one probe. Default 1s.
+	Timeout time.Duration `yaml:"timeout"`
+	// Rise good probes in a row make a backend serving. Default 2.
+	Rise int `yaml:"rise"`
+	// Fall failed probes in a row make it not serving. Default 2.
+	Fall int `yaml:"fall"`
+}
+
+// Switch is an on/off setting. YAML 1.2 (and so yaml.v3) reads on and off
+// as strings; Switch accepts on, off, true, false, yes and no.
+type Switch bool
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (s *Switch) UnmarshalYAML(n *yaml.Node) error {
+	switch strings.ToLower(n.Value) {
+	case "on", "true", "yes":
+		*s = true
+	case "off", "false", "no":
+		*s = false
+	default:
+		return fmt.Errorf("line %d: %q is not on or off", n.Line, n.Value)
+	}
+	return nil
+}
+
+// MarshalYAML implements yaml.Marshaler.
+func (s Switch) MarshalYAML() (any, error) {
+	if s {
+		return "on", nil
+	}
+	return "off", nil
+}
+
+// Cluster is one primary and its replicas, with the account the gateway
+// uses to reach them.
 type Cluster struct {
 	// Name identifies the cluster in logs and errors. Required, unique.
 	Name string `yaml:"name"`
@@ -67,11 +109,34 @@ type Cluster struct {
 	// log in with. BackendUser is required.
 	BackendUser     string `yaml:"backend_user"`
 	BackendPassword string `yaml:"backend_password"`
-	// Backends are host:port addresses. The first is the primary until
-	// health checking lands. At least one.
+	// Backends are host:port addresses, in any order: discovery finds the
+	// primary (the one serving backend with read_only off). At least one.
 	Backends []string `yaml:"backends"`
 	// Pool sizes the connection pool of each backend.
 	Pool Pool `yaml:"pool"`
+	// ReplicaReads sends reads outside transactions to replicas. Default
+	// off: everything goes to the primary. Sessions override it with
+	// USE db@replica and USE db@primary.
+	ReplicaReads Switch `yaml:"replica_reads"`
+	// MaxReplicaLag keeps replicas lagging more (or whose lag is unknown)
+	// out of the read set. Default 10s.
+	MaxReplicaLag time.Duration `yaml:"max_replica_lag"`
+	// CausalReads makes a session's replica reads after its own write wait
+	// until the replica has applied that write (MASTER_GTID_WAIT), for at
+	// most CausalTimeout; then the read goes to the primary. Default off.
+	CausalReads Switch `yaml:"causal_reads"`
+	// CausalTimeout bounds the wait of a causal read. Default 1s.
+	CausalTimeout time.Duration `yaml:"causal_timeout"`
+	// FailoverBuffer is how long a write waits for a primary to appear when
+	// none is known. Default 5s.
+	FailoverBuffer *time.Duration `yaml:"failover_buffer"`
+	// StickinessThreshold: a session keeps its replica while that
+	// replica's latency score is at most this many times the best score.
+	// Default 1.5.
+	StickinessThreshold float64 `yaml:"stickiness_threshold"`
+	// HotLimit is the number of statements in flight on one backend above
+	// which new sessions start avoiding it. Default 64; 0 off.
+	HotLimit *int `yaml:"hot_limit"`
 }
 
 // Pool sizes one backend's connection pool.
@@ -147,8 +212,40 @@ func (c *Config) ApplyDefaults() {
 			c.Users[i].Cluster = c.Clusters[0].Name
 		}
 	}
+	h := &c.Health
+	if h.Interval == 0 {
+		h.Interval = 2 * time.Second
+	}
+	if h.BatchSize == 0 {
+		h.BatchSize = 100
+	}
+	if h.Timeout == 0 {
+		h.Timeout = time.Second
+	}
+	if h.Rise == 0 {
+		h.Rise = 2
+	}
+	if h.Fall == 0 {
+		h.Fall = 2
+	}
 	for i := range c.Clusters {
-		p := &c.Clusters[i].Pool
+		cl := &c.Clusters[i]
+		if cl.MaxReplicaLag == 0 {
+			cl.MaxReplicaLag = 10 * time.Second
+		}
+		if cl.CausalTimeout == 0 {
+			cl.CausalTimeout = time.Second
+		}
+		if cl.FailoverBuffer == nil {
+			cl.FailoverBuffer = ptr(5 * time.Second)
+		}
+		if cl.StickinessThreshold == 0 {
+			cl.StickinessThreshold = 1.5
+		}
+		if cl.HotLimit == nil {
+			cl.HotLimit = ptr(64)
+		}
+		p := &cl.Pool
 		if p.Size == 0 {
 			p.Size = 64
 		}
@@ -204,9 +301,25 @@ func (c *Config) Validate() error {
 	if c.ShutdownTimeout < 0 {
 		bad("shutdown_timeout", "must not be negative")
 	}
+	if c.Health.Interval < 10*time.Millisecond {
+		bad("health.interval", "must be at least 10ms")
+	}
+	if c.Health.BatchSize < 1 {
+		bad("health.batch_size", "must be at least 1")
+	}
+	if c.Health.Timeout <= 0 {
+		bad("health.timeout", "must be positive")
+	}
+	if c.Health.Rise < 1 {
+		bad("health.rise", "must be at least 1")
+	}
+	if c.Health.Fall < 1 {
+		bad("health.fall", "must be at least 1")
+	}
 	if len(c.Clusters) == 0 {
 		bad("clusters", "at least one cluster is required")
 	}
+	backends := map[string]string{}
 	names := map[string]bool{}
 	for i, cl := range c.Clusters {
 		k := fmt.Sprintf("clusters[%d]", i)
@@ -223,7 +336,27 @@ func (c *Config) Validate() error {
 			bad(k+".backends", "at least one backend is required")
 		}
 		for j, b := range cl.Backends {
-			checkAddr(fmt.Sprintf("%s.backends[%d]", k, j), b)
+			bk := fmt.Sprintf("%s.backends[%d]", k, j)
+			checkAddr(bk, b)
+			if prev, dup := backends[b]; dup {
+				bad(bk, "%q is already listed as %s: a backend belongs to one cluster, once", b, prev)
+			}
+			backends[b] = bk
+		}
+		if cl.MaxReplicaLag < 0 {
+			bad(k+".max_replica_lag", "must not be negative")
+		}
+		if cl.CausalTimeout < 0 {
+			bad(k+".causal_timeout", "must not be negative")
+		}
+		if *cl.FailoverBuffer < 0 {
+			bad(k+".failover_buffer", "must not be negative")
+		}
+		if cl.StickinessThreshold < 1 {
+			bad(k+".stickiness_threshold", "must be at least 1 (a ratio to the best replica's latency score)")
+		}
+		if *cl.HotLimit < 0 {
+			bad(k+".hot_limit", "must not be negative")
 		}
 		p := cl.Pool
 		if p.Size < 1 {

@@ -27,6 +27,14 @@ func TestDefaults(t *testing.T) {
 		*p.MaxLifetime != 30*time.Minute || p.AcquireTimeout != 2*time.Second || p.DialTimeout != 5*time.Second {
 		t.Errorf("pool defaults: %+v", p)
 	}
+	cl := c.Clusters[0]
+	if cl.ReplicaReads || cl.MaxReplicaLag != 10*time.Second || cl.CausalReads || cl.CausalTimeout != time.Second ||
+		*cl.FailoverBuffer != 5*time.Second || cl.StickinessThreshold != 1.5 || *cl.HotLimit != 64 {
+		t.Errorf("cluster defaults: %+v", cl)
+	}
+	if h := c.Health; h.Interval != 2*time.Second || h.BatchSize != 100 || h.Timeout != time.Second || h.Rise != 2 || h.Fall != 2 {
+		t.Errorf("health defaults: %+v", h)
+	}
 	if c.Users[0].Cluster != "main" {
 		t.Errorf("user cluster default %q", c.Users[0].Cluster)
 	}
@@ -43,6 +51,21 @@ func TestExplicitZeroes(t *testing.T) {
 	}
 }
 
+func TestSwitch(t *testing.T) {
+	for in, want := range map[string]bool{"on": true, "off": false, "true": true, "no": false, "ON": true} {
+		c, err := Parse([]byte(minimal + "    replica_reads: " + in + "\n    causal_reads: " + in + "\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		if bool(c.Clusters[0].ReplicaReads) != want || bool(c.Clusters[0].CausalReads) != want {
+			t.Errorf("%s: got %v", in, c.Clusters[0].ReplicaReads)
+		}
+	}
+	if _, err := Parse([]byte(minimal + "    replica_reads: sometimes\n")); err == nil || !strings.Contains(err.Error(), "not on or off") {
+		t.Errorf("bad switch: %v", err)
+	}
+}
+
 func TestErrorsNameTheKey(t *testing.T) {
 	cases := map[string]string{
 		"listen: nonsense\n" + minimal:                 "listen:",
@@ -56,6 +79,13 @@ clusters: [{name: main, backend_user: g, backends: ["h:1"]}]`: "users[0].cluster
 clusters: [{name: main, backends: ["h:1"]}]`: "clusters[0].backend_user",
 		`users: [{user: app}]
 clusters: [{name: main, backend_user: g, backends: ["nohost"]}]`: "clusters[0].backends[0]",
+		"health: {interval: 1ms}\n" + minimal:       "health.interval",
+		minimal + "    stickiness_threshold: 0.5\n": "clusters[0].stickiness_threshold",
+		minimal + "    failover_buffer: -1s\n":      "clusters[0].failover_buffer",
+		`users: [{user: app}]
+clusters:
+  - {name: a, backend_user: g, backends: ["h:1"]}
+  - {name: b, backend_user: g, backends: ["h:1"]}`: "clusters[1].backends[0]",
 		`users: [{user: a}, {user: a}]
 clusters: [{name: main, backend_user: g, backends: ["h:1"]}]`: "users[1].user",
 	}

@@ -23,19 +23,25 @@
 // Every backend is StateUnknown when it first appears. Config.Rise good
 // probes in a row make it StateServing, Config.Fall failed probes in a row
 // make it StateNotServing; a single bad or good probe changes nothing. A
-// probe fails when the backend is unreachable, when the prober reports an
-// error, or when the backend is a read-only replica whose lag is NULL
-// (replication stopped). A slow probe within Config.Timeout is a good probe:
-// a slow backend is not a dead one. The snapshot keeps, for every backend,
+// probe fails when the backend is unreachable or when the prober reports
+// an error. A replica whose lag is NULL (replication stopped) or cannot be
+// read still serves: readers leave it out by its lag, and it may be about
+// to be promoted. A slow probe within Config.Timeout is a good probe: a
+// slow backend is not a dead one. The snapshot keeps, for every backend,
 // the reason for its state and since when it holds; state changes are
 // logged, single probes are not.
 //
 // A caller that sees a connection error calls Observer.ReportFailure: the
-// backend is marked not serving at once, a snapshot saying so is published
-// before the call returns, and an early round is requested. Probes begun
-// before the report do not count towards its recovery. Observer.Refresh
-// requests an early round without waiting; early rounds start no sooner
-// than Interval/4 after the previous round started.
+// backend is marked not serving (suspect) at once, a snapshot saying so is
+// published before the call returns, and the backend is probed at once.
+// Probes begun before the report do not count. The first probe after the
+// report decides alone: good, the backend serves again (a false alarm
+// costs one probe); failed, it is down and needs Rise good probes.
+// Observer.Check probes one backend at once (throttled per backend), for
+// example when a backend the snapshot calls primary refuses a write as
+// read-only. Observer.Refresh requests an early round without waiting;
+// early rounds start no sooner than Interval/4 after the previous round
+// started. Snapshot.Changed lets a caller wait for the next snapshot.
 //
 // # Roles
 //

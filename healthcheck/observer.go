@@ -89,6 +89,7 @@ type Observer struct {
 	backends map[string]*tracked
 	clusters map[string]clusterSummary
 	round    uint64
+	stopping bool // Close has begun: no new targeted probes
 }
 
 // tracked is the observer's private, mutable record of one backend.
@@ -101,6 +102,15 @@ type tracked struct {
 	last      Result    // last probe result
 	lastProbe time.Time // when last arrived
 	suspectAt time.Time // results of probes started before this are ignored
+	// suspect is set by ReportFailure on a serving backend: the first
+	// probe started after the report decides, without hysteresis, whether
+	// it serves again (a false alarm, such as one killed connection) or
+	// is down.
+	suspect bool
+	// probing is set while a targeted probe of this backend runs;
+	// lastTargeted is when the last one started.
+	probing      bool
+	lastTargeted time.Time
 }
 
 // clusterSummary is what was last logged about a cluster's roles.
@@ -149,7 +159,7 @@ func newObserver(cfg Config) (*Observer, error) {
 		backends: map[string]*tracked{},
 		clusters: map[string]clusterSummary{},
 	}
-	o.snap.Store(&Snapshot{Time: time.Now(), Clusters: map[string]*Cluster{}, Backends: map[string]*BackendView{}})
+	o.snap.Store(&Snapshot{Time: time.Now(), Clusters: map[string]*Cluster{}, Backends: map[string]*BackendView{}, changed: make(chan struct{})})
 	return o, nil
 }
 
@@ -168,10 +178,13 @@ func (o *Observer) Refresh() {
 }
 
 // ReportFailure tells the observer that a caller saw a connection error on
-// the backend at addr. The backend is marked not serving at once, a new
-// snapshot is published before ReportFailure returns, and an early round
-// is requested. It needs Rise good probes, all started after the report, to
-// serve again. Unknown addresses are ignored.
+// the backend at addr. The backend is marked not serving (suspect) at once,
+// a new snapshot saying so is published before ReportFailure returns, and
+// the backend is probed at once (see Check). Probes started before the
+// report do not count. If the backend was serving, the first probe started
+// after the report decides alone: good, it serves again (a false alarm,
+// such as one killed connection, costs one probe); failed, it is down and
+// needs Rise good probes. Unknown addresses are ignored.
 func (o *Observer) ReportFailure(addr string) {
 	now := time.Now()
 	o.mu.Lock()
@@ -184,18 +197,63 @@ func (o *Observer) ReportFailure(addr string) {
 	t.good = 0
 	t.suspectAt = now
 	if t.state != StateNotServing {
-		events = append(events, t.transition(StateNotServing, "suspect: failure reported by caller", now))
+		t.suspect = t.state == StateServing
+		events = append(events, t.transition(StateNotServing, "suspect: connection failure reported by the query path", now))
+		events = append(events, o.publishLocked(now)...)
 	}
-	events = append(events, o.publishLocked(now)...)
 	o.mu.Unlock()
 	o.emit(events)
-	o.Refresh()
+	o.Check(addr)
+}
+
+// targetedGap is the least time between two targeted probes of one
+// backend, as a fraction of Interval.
+const targetedGap = 10
+
+// Check probes the backend at addr now, outside the regular rounds, and
+// publishes a snapshot with the result. It returns without waiting. Calls
+// are throttled per backend: while a targeted probe runs, or within
+// Interval/10 of the last one's start, Check does nothing. Unknown
+// addresses are ignored.
+func (o *Observer) Check(addr string) {
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	t, ok := o.backends[addr]
+	if !ok || o.stopping || t.probing || now.Sub(t.lastTargeted) < o.cfg.Interval/targetedGap {
+		return
+	}
+	t.probing = true
+	t.lastTargeted = now
+	b := t.b
+	o.group.Go("healthcheck targeted probe", func() {
+		started := time.Now()
+		r := o.probe(b)
+		if o.ctx.Err() != nil {
+			return
+		}
+		now := time.Now()
+		var events []logEvent
+		o.mu.Lock()
+		if cur := o.backends[b.Addr]; cur == t {
+			t.probing = false
+			if e, ok := o.apply(t, r, started, now); ok {
+				events = append(events, e)
+			}
+			events = append(events, o.publishLocked(now)...)
+		}
+		o.mu.Unlock()
+		o.emit(events)
+	})
 }
 
 // Close stops the loop, cancels probes in flight and waits for them. It
 // is idempotent; the last snapshot stays readable.
 func (o *Observer) Close() error {
 	o.closed.Do(func() {
+		o.mu.Lock()
+		o.stopping = true
+		o.mu.Unlock()
 		o.cancel()
 		o.group.Wait()
 	})
@@ -318,9 +376,9 @@ func judge(r Result) (bool, string) {
 		return false, r.Err.Error()
 	case !r.Reachable:
 		return false, "unreachable"
-	case r.ReadOnly && r.Replica && !r.LagKnown:
-		return false, "replication stopped: lag unknown"
 	}
+	// A replica whose replication is stopped (lag unknown) still serves:
+	// readers leave it out by lag, and it may be about to be promoted.
 	return true, ""
 }
 
@@ -335,6 +393,17 @@ func (o *Observer) apply(t *tracked, r Result, started, now time.Time) (logEvent
 	good, reason := judge(r)
 	if t.state == StateUnknown {
 		t.reason = cmp.Or(reason, "waiting for more good probes")
+	}
+	if t.suspect {
+		// The first probe after a reported failure decides alone.
+		t.suspect = false
+		if good {
+			t.good, t.bad = o.cfg.Rise, 0
+			return t.transition(StateServing, "", now), true
+		}
+		t.good, t.bad = 0, o.cfg.Fall
+		t.reason = "confirmed: " + reason
+		return logEvent{}, false
 	}
 	if good {
 		t.good++
@@ -377,6 +446,7 @@ func (o *Observer) publishLocked(now time.Time) []logEvent {
 		Time:     now,
 		Clusters: map[string]*Cluster{},
 		Backends: make(map[string]*BackendView, len(o.backends)),
+		changed:  make(chan struct{}),
 	}
 	for addr, t := range o.backends {
 		s.Backends[addr] = &BackendView{
@@ -428,7 +498,7 @@ func (o *Observer) publishLocked(now time.Time) []logEvent {
 			delete(o.clusters, name)
 		}
 	}
-	o.snap.Store(s)
+	close(o.snap.Swap(s).changed)
 	return events
 }
 
@@ -462,3 +532,6 @@ func (o *Observer) emit(events []logEvent) {
 		o.log.Log(e.level, e.msg, e.args...)
 	}
 }
+
+// randFloat is Policy.Pick's default source of randomness.
+func randFloat() float64 { return rand.Float64() }

@@ -185,7 +185,7 @@ func TestUnknownFallsToNotServing(t *testing.T) {
 	}
 }
 
-func TestReplicaWithUnknownLagDoesNotServe(t *testing.T) {
+func TestReplicaWithUnknownLagServes(t *testing.T) {
 	p := newFakeProber()
 	a := Backend{Addr: "a:3306", Cluster: "c"}
 	o := manual(t, p, a)
@@ -195,8 +195,8 @@ func TestReplicaWithUnknownLagDoesNotServe(t *testing.T) {
 	o.runRound()
 	o.runRound()
 	v := o.Snapshot().Backend(a.Addr)
-	if v.State != StateNotServing || v.Reason != "replication stopped: lag unknown" {
-		t.Fatalf("stopped replica: %+v", v)
+	if v.State != StateServing || v.Role != RoleReplica || v.Last.LagKnown {
+		t.Fatalf("stopped replica: %+v (it serves; readers skip it by lag)", v)
 	}
 }
 
@@ -301,6 +301,7 @@ func TestPrimaryChangeByReadOnlyFlip(t *testing.T) {
 
 func TestReportFailure(t *testing.T) {
 	p := newFakeProber()
+	p.delay = 20 * time.Millisecond // the targeted probe lands after the checks below
 	a := Backend{"a:1", "c"}
 	o := manual(t, p, a)
 	p.set(a.Addr, primaryOK)
@@ -310,11 +311,17 @@ func TestReportFailure(t *testing.T) {
 	if before.Cluster("c").Primary != "a:1" {
 		t.Fatalf("before: %+v", before.Cluster("c"))
 	}
+	p.takeCounts()
 
 	o.ReportFailure(a.Addr)
 	after := o.Snapshot()
 	if after == before {
 		t.Fatal("ReportFailure did not publish a new snapshot")
+	}
+	select {
+	case <-before.Changed():
+	default:
+		t.Error("the replaced snapshot's Changed channel is open")
 	}
 	if v := after.Backend(a.Addr); v.State != StateNotServing || v.Reason == "" {
 		t.Fatalf("after ReportFailure: %+v", v)
@@ -325,21 +332,63 @@ func TestReportFailure(t *testing.T) {
 	if before.Backend(a.Addr).State != StateServing {
 		t.Error("old snapshot was modified")
 	}
-	select {
-	case <-o.refresh:
-	default:
-		t.Error("ReportFailure did not request a refresh")
-	}
 	o.ReportFailure("nobody:1") // unknown: ignored, no panic
 
-	// Needs Rise good probes to come back.
+	// A false alarm: the targeted probe is good, and that alone restores it.
+	<-after.Changed()
+	if got := state(o, a.Addr); got != StateServing {
+		t.Fatalf("after a good targeted probe: %v", got)
+	}
+	if n := p.takeCounts()[a.Addr]; n != 1 {
+		t.Errorf("targeted probes: %d, want 1", n)
+	}
+}
+
+func TestReportFailureConfirmed(t *testing.T) {
+	p := newFakeProber()
+	a := Backend{"a:1", "c"}
+	o := manual(t, p, a)
+	p.set(a.Addr, primaryOK)
+	o.runRound()
+	o.runRound()
+	p.set(a.Addr, down)
+	s := o.Snapshot()
+	o.ReportFailure(a.Addr)
+	s = o.Snapshot()
+	<-s.Changed() // the targeted probe's result
+	if v := o.Snapshot().Backend(a.Addr); v.State != StateNotServing || v.Reason != "confirmed: connection refused" {
+		t.Fatalf("after a failed targeted probe: %+v", v)
+	}
+	// Down for real: Rise good probes to come back.
+	p.set(a.Addr, primaryOK)
 	o.runRound()
 	if got := state(o, a.Addr); got != StateNotServing {
-		t.Fatalf("1 good probe after report: %v", got)
+		t.Fatalf("1 good probe after a confirmed failure: %v", got)
 	}
 	o.runRound()
 	if got := state(o, a.Addr); got != StateServing {
-		t.Fatalf("2 good probes after report: %v", got)
+		t.Fatalf("2 good probes: %v", got)
+	}
+}
+
+func TestCheckThrottled(t *testing.T) {
+	p := newFakeProber()
+	a := Backend{"a:1", "c"}
+	o := manual(t, p, a)
+	p.set(a.Addr, primaryOK)
+	o.runRound()
+	p.takeCounts()
+	s := o.Snapshot()
+	for range 50 {
+		o.Check(a.Addr) // Interval 2s: one targeted probe per 200ms at most
+	}
+	<-s.Changed()
+	time.Sleep(20 * time.Millisecond)
+	if n := p.takeCounts()[a.Addr]; n != 1 {
+		t.Errorf("50 Checks made %d probes, want 1", n)
+	}
+	if got := state(o, a.Addr); got != StateServing {
+		t.Errorf("2 good probes (round + check): %v", got)
 	}
 }
 
@@ -347,11 +396,16 @@ func TestReportFailure(t *testing.T) {
 type blockingProber struct {
 	started chan struct{}
 	release chan struct{}
+	down    atomic.Bool // probes started from now on fail
 }
 
 func (b *blockingProber) Probe(ctx context.Context, _ Backend) Result {
+	fail := b.down.Load()
 	b.started <- struct{}{}
 	<-b.release
+	if fail {
+		return down
+	}
 	return primaryOK
 }
 
@@ -368,12 +422,20 @@ func TestReportFailureIgnoresProbesStartedBefore(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); o.runRound() }()
 	<-bp.started // probe in flight
+	bp.down.Store(true)
 	o.ReportFailure(a.Addr)
+	<-bp.started // the targeted probe
 	close(bp.release)
 	<-done
 	if v := o.Snapshot().Backend(a.Addr); v.State != StateNotServing {
 		t.Fatalf("a probe begun before the report counted: %+v", v)
 	}
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if v := o.Snapshot().Backend(a.Addr); v.Reason == "confirmed: connection refused" {
+			return
+		}
+	}
+	t.Fatalf("targeted probe result not applied: %+v", o.Snapshot().Backend(a.Addr))
 }
 
 func TestBackendsListChanges(t *testing.T) {

@@ -40,9 +40,13 @@ type Result struct {
 	// several sources, the largest). Meaningful only when LagKnown.
 	Lag time.Duration
 	// LagKnown is false when the server is not a replica or when the lag
-	// is NULL (the SQL thread is stopped or not connected). A read-only
-	// replica whose lag is unknown does not serve.
+	// is NULL (the SQL thread is stopped or not connected), or when the
+	// replication status could not be read (see ReplicationNote). The
+	// gateway reads from no replica whose lag is unknown.
 	LagKnown bool
+	// ReplicationNote says why the replication status could not be read
+	// (typically a missing privilege); empty when it was read.
+	ReplicationNote string
 	// RTT is the round-trip time of a trivial query on the probe's
 	// connection (connection setup excluded).
 	RTT time.Duration
@@ -133,21 +137,28 @@ func readReplication(ctx context.Context, conn *sql.Conn, r *Result) error {
 	// Tried in order until one is accepted: MariaDB's multi-source form,
 	// the MySQL 8.0.22+/MariaDB 10.5+ spelling, then the old spelling.
 	queries := [...]string{"SHOW ALL SLAVES STATUS", "SHOW REPLICA STATUS", "SHOW SLAVE STATUS"}
-	var lastErr error
+	var denied error
 	for _, q := range queries {
 		rows, err := conn.QueryContext(ctx, q)
 		if err != nil {
 			var me *mysql.MySQLError
 			if errors.As(err, &me) {
 				// Syntax or privilege error on this spelling: try the next.
-				lastErr = err
+				if me.Number == 1227 || me.Number == 1142 || me.Number == 1044 {
+					denied = err
+				}
 				continue
 			}
 			return err
 		}
 		return scanReplication(rows, r)
 	}
-	return lastErr
+	if denied != nil {
+		// The backend serves; only its lag is unknown.
+		r.ReplicationNote = "cannot read replication status (" + denied.Error() + "): grant REPLICA MONITOR (MariaDB) or REPLICATION CLIENT (MySQL) to the backend user"
+		return nil
+	}
+	return errors.New("no replication status query was accepted")
 }
 
 // scanReplication reads every row of a replication status result. Any row

@@ -108,7 +108,14 @@ type Snapshot struct {
 	Clusters map[string]*Cluster
 	// Backends maps backend address to its state.
 	Backends map[string]*BackendView
+
+	// changed is closed when a newer snapshot is published.
+	changed chan struct{}
 }
+
+// Changed returns a channel that is closed when a newer snapshot replaces
+// this one, for callers waiting for a change (a primary to appear).
+func (s *Snapshot) Changed() <-chan struct{} { return s.changed }
 
 // Backend returns the view of the backend at addr, or nil if it is not
 // known.

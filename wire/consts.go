@@ -97,3 +97,7 @@ const (
 // DefaultCollation is utf8mb4_general_ci, present in every MariaDB and
 // MySQL version the gateway supports.
 const DefaultCollation byte = 45
+
+// ErOptionPreventsStatement (1290) is MariaDB's "running with the
+// --read-only option" error.
+const ErOptionPreventsStatement = 1290

@@ -60,6 +60,8 @@ type Result struct {
 	Params        uint16
 	HadResultSet  bool
 	LocalInfileRq bool
+	// Held is set when Err was kept from the client (Relay.HoldReadOnly).
+	Held bool
 }
 
 // Relay copies one response from a backend connection to a client
@@ -74,6 +76,12 @@ type Relay struct {
 	// a COM_STMT_PREPARE answer: clients see the gateway's ids, not the
 	// backend's.
 	StmtID uint32
+	// HoldReadOnly, when set, keeps an ERR 1290 (ER_OPTION_PREVENTS_STATEMENT,
+	// the server is read-only) that is the whole response from the client:
+	// Run returns it in Result.Err with Result.Held set and writes nothing,
+	// so the caller may retry the statement on another server or send the
+	// error itself.
+	HoldReadOnly bool
 	// scratch holds packets the relay builds itself.
 	scratch [16]byte
 	// sent counts packets written to the client in this Run.
@@ -164,6 +172,13 @@ func (r *Relay) Run(client, backend *Conn, kind ResponseKind) (res Result, err e
 		isEOF := first == eofHeader && n < 9
 		if first == errHeader && !cont && state != stColumns && state != stPrepColumns && state != stParams {
 			res.Err = ParseERR(p)
+			if r.HoldReadOnly && state == stFirst && r.sent == 0 && res.Err.Code == ErOptionPreventsStatement {
+				if _, err := backend.br.Discard(4 + n); err != nil {
+					return res, &BackendError{err}
+				}
+				res.Held = true
+				return res, nil
+			}
 			if err := r.forward(client, backend, n, whole); err != nil {
 				return res, err
 			}

@@ -290,3 +290,35 @@ func BenchmarkRelay1000Rows(b *testing.B)         { benchRelay(b, 1000, CapProto
 func BenchmarkRelay1000RowsDeprecate(b *testing.B) {
 	benchRelay(b, 1000, CapProtocol41|CapDeprecateEOF)
 }
+
+func TestRelayHoldReadOnly(t *testing.T) {
+	ro := AppendERR(nil, &SQLError{Code: ErOptionPreventsStatement, State: "HY000", Message: "The MariaDB server is running with the --read-only option so it cannot execute this statement"})
+	other := AppendERR(nil, &SQLError{Code: 1146, State: "42S02", Message: "Table 'x.y' doesn't exist"})
+	for _, tc := range []struct {
+		name string
+		hold bool
+		pkt  []byte
+		held bool
+	}{
+		{"held", true, ro, true},
+		{"not asked", false, ro, false},
+		{"other error", true, other, false},
+	} {
+		var toClient bytes.Buffer
+		client := NewConn(&memConn{r: bytes.NewReader(nil), w: &toClient}, 4096, 4096)
+		backend := NewConn(&memConn{r: bytes.NewReader(packets(1, tc.pkt)), w: io.Discard}, 4096, 4096)
+		client.SetSeq(1)
+		backend.SetSeq(1)
+		r := &Relay{ClientCaps: CapProtocol41, HoldReadOnly: tc.hold}
+		res, err := r.Run(client, backend, ResponseQuery)
+		if err != nil || res.Err == nil || res.Held != tc.held {
+			t.Fatalf("%s: err %v res %+v", tc.name, err, res)
+		}
+		if tc.held != (toClient.Len() == 0) || res.Held && res.Packets != 0 {
+			t.Errorf("%s: client got %d bytes, %d packets", tc.name, toClient.Len(), res.Packets)
+		}
+		if backend.br.Buffered() != 0 {
+			t.Errorf("%s: %d bytes of the response left unread", tc.name, backend.br.Buffered())
+		}
+	}
+}
