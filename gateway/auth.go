@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
 )
 
@@ -49,7 +50,7 @@ func (ss *Session) handshake() error {
 		return err
 	}
 	ss.caps = resp.Caps & wire.ServerCaps
-	user, known := ss.srv.users[resp.User]
+	user, known := ss.srv.user(resp.User)
 	plugin, answer := resp.AuthPlugin, resp.AuthData
 	if resp.Caps&wire.CapPluginAuth == 0 {
 		plugin = wire.NativePassword
@@ -79,11 +80,6 @@ func (ss *Session) handshake() error {
 	ss.user = user
 	ss.owner.Store(&user.User)
 	ss.cluster = ss.srv.clusters[user.Cluster]
-	ss.pool, err = ss.cluster.pool(poolKey{addr: ss.cluster.primaryAddr(), foundRows: ss.caps&wire.CapFoundRows != 0})
-	if err != nil {
-		ss.writeErr(toClientError(err))
-		return err
-	}
 	ss.collation = resp.Collation
 	ss.resetState()
 	if resp.Database != "" {
@@ -108,11 +104,15 @@ func (ss *Session) denied(user string, withPassword bool) error {
 // connection's state sync sends it, so a connection already on that
 // database costs nothing.
 func (ss *Session) connectDB(db string) error {
-	prev := ss.db
-	ss.db = db
+	db, t, _ := splitTarget(db)
+	prev, prevTarget := ss.db, ss.target
+	ss.db, ss.target = db, t
 	ss.nextState()
-	if _, err := ss.backend(); err != nil {
-		ss.db = prev
+	if db == "" {
+		return nil
+	}
+	if _, err := ss.backend(querypath.Route{Kind: querypath.KindRead}, "", false); err != nil {
+		ss.db, ss.target = prev, prevTarget
 		ss.nextState()
 		return err
 	}

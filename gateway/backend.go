@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/directgate/directgate/config"
+	"github.com/directgate/directgate/healthcheck"
 	"github.com/directgate/directgate/pools"
 	"github.com/directgate/directgate/wire"
 	"github.com/hashicorp/go-hclog"
@@ -23,8 +25,9 @@ const unknownDB = "\x00unknown"
 // gateway has put on it.
 type backendConn struct {
 	*wire.BackendConn
-	// addr is the backend's address, for errors.
+	// addr is the backend's address, for errors; be is the backend.
 	addr string
+	be   *backend
 	// db is the default database ("" none, unknownDB not known).
 	db string
 	// vars are the session variables applied on top of a fresh
@@ -46,21 +49,83 @@ type backendConn struct {
 	user, password string
 }
 
-// poolKey says which pool of a backend serves a client: the capability a
-// connection cannot change after its handshake.
-type poolKey struct {
-	addr      string
-	foundRows bool
+// backend is one backend server of a cluster: its pools and the load the
+// gateway puts on it.
+type backend struct {
+	addr    string
+	cluster *cluster
+	// load counts statements in flight and their latency score, for
+	// replica selection.
+	load healthcheck.Load
+
+	mu sync.Mutex
+	// pools by CLIENT_FOUND_ROWS (the one capability a connection cannot
+	// change after its handshake); the found_rows pool opens on first use.
+	pools [2]*pools.Pool[*backendConn]
 }
 
-// cluster is one configured cluster: its backends' pools and what the
-// gateway learned about the servers.
-type cluster struct {
-	cfg config.Cluster
-	log hclog.Logger
+// pool returns the backend's pool for clients with or without
+// CLIENT_FOUND_ROWS, creating it on first use.
+func (be *backend) pool(foundRows bool) (*pools.Pool[*backendConn], error) {
+	i := 0
+	if foundRows {
+		i = 1
+	}
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	if p := be.pools[i]; p != nil {
+		return p, nil
+	}
+	p, err := be.cluster.newPool(be, foundRows)
+	if err != nil {
+		return nil, err
+	}
+	be.pools[i] = p
+	return p, nil
+}
 
-	mu    sync.Mutex
-	pools map[poolKey]*pools.Pool[*backendConn]
+// broke handles a connection to this backend that failed mid-use: the
+// backend is reported to discovery (probed at once), and its idle
+// connections, likely dead too when the server went away, are closed.
+func (be *backend) broke() {
+	if h := be.cluster.health.Load(); h != nil {
+		h.ReportFailure(be.addr)
+	}
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	for _, p := range be.pools {
+		if p != nil {
+			p.CloseIdle()
+		}
+	}
+}
+
+// close closes the backend's pools: idle connections at once, leased
+// ones when their statements end and they come back.
+func (be *backend) close() {
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	for _, p := range be.pools {
+		if p != nil {
+			p.Close()
+		}
+	}
+}
+
+// cluster is one configured cluster: its backends and what the gateway
+// learned about the servers.
+type cluster struct {
+	name string
+	log  hclog.Logger
+	// health receives dial failures; set once discovery runs.
+	health atomic.Pointer[healthcheck.Observer]
+
+	// conf is the cluster's configuration; a reload swaps it.
+	conf atomic.Pointer[config.Cluster]
+	// backends maps address to backend, copy-on-write: sessions read it
+	// without a lock, reloads replace it under mu.
+	backends atomic.Pointer[map[string]*backend]
+	mu       sync.Mutex
 
 	// collations maps collation ids to "charset COLLATE name", loaded
 	// from the backend the first time a client needs one.
@@ -72,23 +137,59 @@ type cluster struct {
 	greeting atomic.Pointer[wire.Greeting]
 }
 
-func newCluster(cfg config.Cluster, log hclog.Logger) *cluster {
-	return &cluster{cfg: cfg, log: log, pools: map[poolKey]*pools.Pool[*backendConn]{}}
+func newCluster(cfg config.Cluster, log hclog.Logger) (*cluster, error) {
+	c := &cluster{name: cfg.Name, log: log}
+	c.conf.Store(&cfg)
+	empty := map[string]*backend{}
+	c.backends.Store(&empty)
+	if _, err := c.setBackends(cfg.Backends); err != nil {
+		c.close()
+		return nil, err
+	}
+	return c, nil
 }
 
-// primaryAddr is the backend that takes writes. Until health checking
-// decides roles, it is the first configured backend.
-func (c *cluster) primaryAddr() string { return c.cfg.Backends[0] }
-
-// pool returns the pool for key, creating it on first use.
-func (c *cluster) pool(key poolKey) (*pools.Pool[*backendConn], error) {
+// setBackends makes addrs the cluster's backends: new ones get pools
+// (warming up), removed ones are returned for the caller to close once
+// no session picks them any more.
+func (c *cluster) setBackends(addrs []string) (removed []*backend, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if p := c.pools[key]; p != nil {
-		return p, nil
+	old := *c.backends.Load()
+	next := make(map[string]*backend, len(addrs))
+	for _, a := range addrs {
+		if be := old[a]; be != nil {
+			next[a] = be
+			continue
+		}
+		be := &backend{addr: a, cluster: c}
+		if _, err := be.pool(false); err != nil {
+			for _, nb := range next {
+				if old[nb.addr] == nil {
+					nb.close()
+				}
+			}
+			return nil, err
+		}
+		next[a] = be
 	}
-	pc := c.cfg.Pool
-	name := fmt.Sprintf("%s/%s/%s", c.cfg.Name, key.addr, c.cfg.BackendUser)
+	for a, be := range old {
+		if next[a] == nil {
+			removed = append(removed, be)
+		}
+	}
+	c.backends.Store(&next)
+	return removed, nil
+}
+
+// backend returns the backend at addr, or nil when the cluster has none.
+func (c *cluster) backend(addr string) *backend { return (*c.backends.Load())[addr] }
+
+// newPool builds a pool of connections to be.
+func (c *cluster) newPool(be *backend, foundRows bool) (*pools.Pool[*backendConn], error) {
+	cfg := c.conf.Load()
+	pc := cfg.Pool
+	name := fmt.Sprintf("%s/%s/%s", cfg.Name, be.addr, cfg.BackendUser)
 	// pools treats zero as "default" and negative as "off".
 	off := func(d time.Duration) time.Duration {
 		if d == 0 {
@@ -97,7 +198,7 @@ func (c *cluster) pool(key poolKey) (*pools.Pool[*backendConn], error) {
 		return d
 	}
 	minIdle := *pc.MinIdle
-	if key.foundRows {
+	if foundRows {
 		// Only CLIENT_FOUND_ROWS clients use this pool: no warm-up.
 		name += "/found_rows"
 		minIdle = 0
@@ -105,7 +206,7 @@ func (c *cluster) pool(key poolKey) (*pools.Pool[*backendConn], error) {
 	if minIdle == 0 {
 		minIdle = -1
 	}
-	p, err := pools.New(pools.Config[*backendConn]{
+	return pools.New(pools.Config[*backendConn]{
 		Name:           name,
 		Size:           pc.Size,
 		MinIdle:        minIdle,
@@ -114,32 +215,33 @@ func (c *cluster) pool(key poolKey) (*pools.Pool[*backendConn], error) {
 		MaxLifetime:    off(*pc.MaxLifetime),
 		AcquireTimeout: pc.AcquireTimeout,
 		DialTimeout:    pc.DialTimeout,
-		Dial:           func(ctx context.Context) (*backendConn, error) { return c.dial(ctx, key) },
+		Dial:           func(ctx context.Context) (*backendConn, error) { return c.dial(ctx, be, foundRows) },
 		Logger:         c.log.Named("pool").With("pool", name),
 	})
-	if err != nil {
-		return nil, err
-	}
-	c.pools[key] = p
-	return p, nil
 }
 
-func (c *cluster) dial(ctx context.Context, key poolKey) (*backendConn, error) {
+func (c *cluster) dial(ctx context.Context, be *backend, foundRows bool) (*backendConn, error) {
+	cfg := c.conf.Load()
 	o := wire.DialOptions{
-		User: c.cfg.BackendUser, Password: c.cfg.BackendPassword,
+		User: cfg.BackendUser, Password: cfg.BackendPassword,
 		Attrs: map[string]string{"program_name": "directgate"},
 	}
-	if key.foundRows {
+	if foundRows {
 		o.Caps |= wire.CapFoundRows
 	}
-	bc, err := wire.Dial(ctx, key.addr, o)
+	bc, err := wire.Dial(ctx, be.addr, o)
 	if err != nil {
-		return nil, &dialError{addr: key.addr, cluster: c.cfg.Name, user: c.cfg.BackendUser, err: err}
+		var sqlErr *wire.SQLError
+		if h := c.health.Load(); h != nil && !errors.As(err, &sqlErr) && ctx.Err() == nil {
+			// Unreachable (not refused by the server): tell discovery.
+			h.ReportFailure(be.addr)
+		}
+		return nil, &dialError{addr: be.addr, cluster: cfg.Name, user: cfg.BackendUser, err: err}
 	}
 	c.greeting.CompareAndSwap(nil, bc.Greeting)
 	return &backendConn{
-		BackendConn: bc, addr: key.addr, multiStmt: true,
-		user: c.cfg.BackendUser, password: c.cfg.BackendPassword,
+		BackendConn: bc, addr: be.addr, be: be, multiStmt: true,
+		user: cfg.BackendUser, password: cfg.BackendPassword,
 	}, nil
 }
 
@@ -147,8 +249,8 @@ func (c *cluster) dial(ctx context.Context, key poolKey) (*backendConn, error) {
 func (c *cluster) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, p := range c.pools {
-		p.Close()
+	for _, be := range *c.backends.Load() {
+		be.close()
 	}
 }
 

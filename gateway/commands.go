@@ -19,7 +19,7 @@ func (ss *Session) comChangeUser(p []byte) error {
 		ss.writeErr(wire.NewError(erMalformedPacket, "08S01", "Malformed communication packet"))
 		return err
 	}
-	user, known := ss.srv.users[req.user]
+	user, known := ss.srv.user(req.user)
 	plugin, answer := req.plugin, req.auth
 	if ss.caps&wire.CapPluginAuth == 0 || plugin == "" {
 		plugin = wire.NativePassword
@@ -55,9 +55,7 @@ func (ss *Session) comChangeUser(p []byte) error {
 	ss.user = user
 	ss.owner.Store(&user.User)
 	ss.cluster = ss.srv.clusters[user.Cluster]
-	if ss.pool, err = ss.cluster.pool(poolKey{addr: ss.cluster.primaryAddr(), foundRows: ss.caps&wire.CapFoundRows != 0}); err != nil {
-		return ss.writeErr(toClientError(err))
-	}
+	ss.replica = nil
 	if req.collation != 0 {
 		ss.collation = req.collation
 	}
@@ -202,8 +200,11 @@ func (ss *Session) killBackendQuery(bc *backendConn) error {
 	if bc == nil {
 		return nil
 	}
-	// Same user, so same cluster: this session's pool reaches the backend.
-	l, err := ss.pool.Acquire(context.Background())
+	pool, err := bc.be.pool(false)
+	if err != nil {
+		return err
+	}
+	l, err := pool.Acquire(context.Background())
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,13 @@ func toClientError(err error) *wire.SQLError {
 	var timeout *pools.AcquireTimeoutError
 	var dialErr *dialError
 	var backendErr *wire.BackendError
+	var splitBrain *splitBrainError
+	var noPrimary *noPrimaryError
 	switch {
+	case errors.As(err, &splitBrain):
+		return wire.NewError(wire.ErOptionPreventsStatement, "HY000", "The gateway refuses this statement: %s; writes resume when exactly one backend has read_only=OFF (set read_only=ON on all but the primary)", splitBrain.Error())
+	case errors.As(err, &noPrimary):
+		return wire.NewError(crConnHostError, "HY000", "Can't reach a primary: %s; check the backends' health (GET /debug/health on the gateway's HTTP port) or raise failover_buffer", noPrimary.Error())
 	case errors.As(err, &timeout):
 		return wire.NewError(erConCount, "08004", "Too many connections: %s", timeout.Error())
 	case errors.As(err, &dialErr):

@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"time"
 )
 
 // HTTPHandler serves the gateway's HTTP endpoints on a mux of its own:
-// /healthz answers 200 while the process serves; /debug/pins gives the
-// session and pin counters as JSON.
+// /healthz answers 200 while the process serves; /debug/health gives
+// discovery's latest snapshot (roles, states, lag, probe and statement
+// latency per backend) and /debug/pins the session and pin counters, as
+// JSON.
 func (s *Server) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -17,6 +20,12 @@ func (s *Server) HTTPHandler() http.Handler {
 			return
 		}
 		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/debug/health", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(s.healthView())
 	})
 	mux.HandleFunc("/debug/pins", func(w http.ResponseWriter, r *http.Request) {
 		sessions, pinned := s.SessionStats()
@@ -29,3 +38,67 @@ func (s *Server) HTTPHandler() http.Handler {
 	})
 	return mux
 }
+
+// healthView is the JSON shape of /debug/health.
+type healthView struct {
+	Round    uint64              `json:"round"`
+	Time     time.Time           `json:"time"`
+	Clusters []clusterHealthView `json:"clusters"`
+}
+
+type clusterHealthView struct {
+	Name            string              `json:"name"`
+	Primary         string              `json:"primary"`
+	NoPrimaryReason string              `json:"no_primary_reason,omitempty"`
+	SplitBrain      bool                `json:"split_brain"`
+	Replicas        []string            `json:"replicas"`
+	Backends        []backendHealthView `json:"backends"`
+}
+
+type backendHealthView struct {
+	Addr            string    `json:"addr"`
+	State           string    `json:"state"`
+	Reason          string    `json:"reason,omitempty"`
+	Since           time.Time `json:"since"`
+	Role            string    `json:"role"`
+	ReadOnly        bool      `json:"read_only"`
+	ServerID        uint32    `json:"server_id"`
+	Version         string    `json:"version,omitempty"`
+	LagSeconds      *float64  `json:"lag_seconds"`
+	ReplicationNote string    `json:"replication_note,omitempty"`
+	ProbeMillis     float64   `json:"probe_ms"`
+	ScoreMillis     float64   `json:"score_ms"`
+	InFlight        int64     `json:"in_flight"`
+}
+
+func (s *Server) healthView() healthView {
+	snap := s.health.Snapshot()
+	v := healthView{Round: snap.Round, Time: snap.Time}
+	for _, name := range s.clusterNames {
+		cv := clusterHealthView{Name: name, Replicas: []string{}}
+		if c := snap.Cluster(name); c != nil {
+			cv.Primary, cv.NoPrimaryReason, cv.SplitBrain = c.Primary, c.NoPrimaryReason, c.SplitBrain
+			cv.Replicas = append(cv.Replicas, c.Replicas...)
+			for _, addr := range c.Backends {
+				b := snap.Backends[addr]
+				bv := backendHealthView{
+					Addr: addr, State: b.State.String(), Reason: b.Reason, Since: b.Since, Role: b.Role.String(),
+					ReadOnly: b.Last.ReadOnly, ServerID: b.Last.ServerID, Version: b.Last.Version,
+					ReplicationNote: b.Last.ReplicationNote, ProbeMillis: ms(b.Last.RTT),
+				}
+				if b.Last.LagKnown {
+					lag := b.Last.Lag.Seconds()
+					bv.LagSeconds = &lag
+				}
+				if be := s.clusters[name].backend(addr); be != nil {
+					bv.ScoreMillis, bv.InFlight = ms(be.load.Score()), be.load.InFlight()
+				}
+				cv.Backends = append(cv.Backends, bv)
+			}
+		}
+		v.Clusters = append(v.Clusters, cv)
+	}
+	return v
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/directgate/directgate/config"
+	"github.com/directgate/directgate/healthcheck"
 	"github.com/directgate/directgate/pools"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
@@ -17,26 +19,52 @@ type nopConn struct{ net.Conn }
 
 func (nopConn) Close() error { return nil }
 
+// primaryProber reports every backend as a healthy writable primary.
+type primaryProber struct{}
+
+func (primaryProber) Probe(context.Context, healthcheck.Backend) healthcheck.Result {
+	return healthcheck.Result{Reachable: true, RTT: time.Millisecond}
+}
+
 // benchSession builds a session over a real pool of connections that do no
-// I/O, to measure the gateway's own work per statement.
+// I/O, and discovery that knows their backend as primary, to measure the
+// gateway's own work per statement.
 func benchSession(b *testing.B) *Session {
 	b.Helper()
 	cl, err := querypath.New()
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := &Server{cfg: &config.Config{}, classifier: cl, log: hclog.NewNullLogger()}
+	cfg, err := config.Parse([]byte("users: [{user: u}]\nclusters: [{name: main, backend_user: g, backends: ['fake:1']}]\n"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &Server{cfg: cfg, classifier: cl, log: hclog.NewNullLogger(), clusters: map[string]*cluster{}}
+	c := &cluster{name: "main", log: srv.log}
+	c.conf.Store(&cfg.Clusters[0])
+	be := &backend{addr: "fake:1", cluster: c}
 	p, err := pools.New(pools.Config[*backendConn]{
 		Name: "bench", Size: 8, MinIdle: -1,
 		Dial: func(context.Context) (*backendConn, error) {
-			return &backendConn{BackendConn: &wire.BackendConn{Conn: wire.NewConn(nopConn{}, 16, 16)}}, nil
+			return &backendConn{BackendConn: &wire.BackendConn{Conn: wire.NewConn(nopConn{}, 16, 16)}, be: be}, nil
 		},
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(p.Close)
-	ss := &Session{srv: srv, log: srv.log, pool: p, status: wire.StatusAutocommit, collation: wire.DefaultCollation}
+	be.pools[0] = p
+	c.backends.Store(&map[string]*backend{be.addr: be})
+	srv.clusters["main"], srv.clusterNames = c, []string{"main"}
+	srv.health, err = healthcheck.New(healthcheck.Config{Interval: 10 * time.Millisecond, Rise: 1, Prober: primaryProber{}, Backends: srv.healthBackends})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.health.Close() })
+	for snap := srv.health.Snapshot(); snap.Cluster("main") == nil || snap.Cluster("main").Primary == ""; snap = srv.health.Snapshot() {
+		<-snap.Changed()
+	}
+	ss := &Session{srv: srv, log: srv.log, cluster: c, status: wire.StatusAutocommit, collation: wire.DefaultCollation}
 	ss.resetState()
 	return ss
 }
@@ -56,7 +84,7 @@ func BenchmarkRouteStatement(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		route := ss.srv.classifier.Classify(queries[i%len(queries)])
-		conn, err := ss.backend()
+		conn, err := ss.backend(route, "", false)
 		if err != nil {
 			b.Fatal(err)
 		}

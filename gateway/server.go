@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/directgate/directgate/config"
+	"github.com/directgate/directgate/healthcheck"
 	"github.com/directgate/directgate/internal/safego"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
@@ -22,8 +23,13 @@ type Server struct {
 	cfg        *config.Config
 	log        hclog.Logger
 	classifier *querypath.Classifier
-	users      map[string]config.User
-	clusters   map[string]*cluster
+	// users may log in; a reload swaps the map.
+	users atomic.Pointer[map[string]config.User]
+	// clusters never change after New; clusterNames keeps their order.
+	clusters     map[string]*cluster
+	clusterNames []string
+	health       *healthcheck.Observer
+	reloadMu     sync.Mutex
 
 	ln      net.Listener
 	group   *safego.Group
@@ -49,24 +55,120 @@ func New(cfg *config.Config, log hclog.Logger) (*Server, error) {
 		cfg:        cfg,
 		log:        log,
 		classifier: cl,
-		users:      map[string]config.User{},
 		clusters:   map[string]*cluster{},
 		sessions:   map[uint32]*Session{},
 		group:      safego.New(log),
 		done:       make(chan struct{}),
 	}
-	for _, u := range cfg.Users {
-		s.users[u.User] = u
-	}
+	s.setUsers(cfg.Users)
 	for _, c := range cfg.Clusters {
-		cl := newCluster(c, log.Named("cluster").With("cluster", c.Name))
-		if _, err := cl.pool(poolKey{addr: cl.primaryAddr()}); err != nil {
+		cl, err := newCluster(c, log.Named("cluster").With("cluster", c.Name))
+		if err != nil {
 			s.closeClusters()
 			return nil, fmt.Errorf("cluster %s: %w", c.Name, err)
 		}
 		s.clusters[c.Name] = cl
+		s.clusterNames = append(s.clusterNames, c.Name)
+	}
+	h := cfg.Health
+	s.health, err = healthcheck.New(healthcheck.Config{
+		Interval:  h.Interval,
+		BatchSize: h.BatchSize,
+		Timeout:   h.Timeout,
+		Rise:      h.Rise,
+		Fall:      h.Fall,
+		Prober:    clusterProber{s: s, timeout: h.Timeout},
+		Logger:    log.Named("health"),
+		Backends:  s.healthBackends,
+	})
+	if err != nil {
+		s.closeClusters()
+		return nil, err
+	}
+	for _, c := range s.clusters {
+		c.health.Store(s.health)
 	}
 	return s, nil
+}
+
+func (s *Server) setUsers(list []config.User) {
+	m := make(map[string]config.User, len(list))
+	for _, u := range list {
+		m[u.User] = u
+	}
+	s.users.Store(&m)
+}
+
+// user returns the configured user named name.
+func (s *Server) user(name string) (config.User, bool) {
+	u, ok := (*s.users.Load())[name]
+	return u, ok
+}
+
+// healthBackends lists every backend of every cluster for discovery.
+func (s *Server) healthBackends() []healthcheck.Backend {
+	var list []healthcheck.Backend
+	for _, name := range s.clusterNames {
+		for addr := range *s.clusters[name].backends.Load() {
+			list = append(list, healthcheck.Backend{Addr: addr, Cluster: name})
+		}
+	}
+	return list
+}
+
+// clusterProber probes each backend with its cluster's backend account.
+type clusterProber struct {
+	s       *Server
+	timeout time.Duration
+}
+
+// Probe implements healthcheck.Prober.
+func (p clusterProber) Probe(ctx context.Context, b healthcheck.Backend) healthcheck.Result {
+	conf := p.s.clusters[b.Cluster].conf.Load()
+	return healthcheck.MySQLProber{User: conf.BackendUser, Password: conf.BackendPassword, Timeout: p.timeout}.Probe(ctx, b)
+}
+
+// Health returns discovery's latest snapshot: every backend's state and
+// role. It must not be modified.
+func (s *Server) Health() *healthcheck.Snapshot { return s.health.Snapshot() }
+
+// Reload applies a new configuration to the running gateway without
+// dropping clients: users, each cluster's backends (new ones are probed
+// and get pools; removed ones stop taking statements, their pools close
+// once the statements in flight end) and the cluster settings for
+// routing (replica_reads, lags, buffers). Listen addresses, health
+// settings and the pools of backends that stay keep their values until a
+// restart. Clusters cannot be added or removed. On error nothing changes.
+func (s *Server) Reload(cfg *config.Config) error {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	if len(cfg.Clusters) != len(s.clusters) {
+		return fmt.Errorf("reload: clusters cannot be added or removed while running (have %d, file has %d); restart the gateway", len(s.clusters), len(cfg.Clusters))
+	}
+	for _, c := range cfg.Clusters {
+		if s.clusters[c.Name] == nil {
+			return fmt.Errorf("reload: cluster %q is not running; clusters cannot be added or renamed while running, restart the gateway", c.Name)
+		}
+	}
+	var errs []error
+	for _, c := range cfg.Clusters {
+		cl := s.clusters[c.Name]
+		before := cl.conf.Load()
+		cl.conf.Store(&c)
+		removed, err := cl.setBackends(c.Backends)
+		if err != nil {
+			cl.conf.Store(before)
+			errs = append(errs, fmt.Errorf("reload: cluster %s: %w", c.Name, err))
+			continue
+		}
+		for _, be := range removed {
+			s.log.Info("backend removed by reload; its pool drains and closes", "cluster", c.Name, "backend", be.addr)
+			be.close()
+		}
+	}
+	s.setUsers(cfg.Users)
+	s.health.Refresh()
+	return errors.Join(errs...)
 }
 
 // Listen opens the client listener on cfg.Listen. It is separate from
@@ -131,11 +233,39 @@ func (s *Server) nextConnID() uint32 {
 	}
 }
 
-// learnGreeting waits briefly for the first backend connection so the
-// handshake can announce the backend's version and collation.
+// learnGreeting waits briefly for discovery's first round and a first
+// backend connection, so the handshake can announce the backend's version
+// and collation.
 func (s *Server) learnGreeting() {
-	for _, c := range s.clusters {
-		p, err := c.pool(poolKey{addr: c.primaryAddr()})
+	deadline := time.NewTimer(greetingWait)
+	defer deadline.Stop()
+	snap := s.health.Snapshot()
+	for snap.Round == 0 {
+		select {
+		case <-snap.Changed():
+			snap = s.health.Snapshot()
+		case <-deadline.C:
+			s.log.Warn("discovery has not finished a round; serving anyway")
+			return
+		}
+	}
+	for _, name := range s.clusterNames {
+		c := s.clusters[name]
+		sc := snap.Cluster(name)
+		addr := ""
+		switch {
+		case sc == nil:
+		case sc.Primary != "":
+			addr = sc.Primary
+		case len(sc.Replicas) > 0:
+			addr = sc.Replicas[0]
+		}
+		be := c.backend(addr)
+		if be == nil {
+			s.log.Warn("no backend serving at start; serving anyway", "cluster", name)
+			continue
+		}
+		p, err := be.pool(false)
 		if err != nil {
 			continue
 		}
@@ -143,7 +273,7 @@ func (s *Server) learnGreeting() {
 		l, err := p.Acquire(ctx)
 		cancel()
 		if err != nil {
-			s.log.Warn("backend not reachable at start; serving anyway", "cluster", c.cfg.Name, "error", err)
+			s.log.Warn("backend not reachable at start; serving anyway", "cluster", name, "backend", addr, "error", err)
 			continue
 		}
 		l.Release()
@@ -155,8 +285,8 @@ func (s *Server) serverVersion() string {
 	if s.cfg.ServerVersion != "" {
 		return s.cfg.ServerVersion
 	}
-	for _, c := range s.cfg.Clusters {
-		if g := s.clusters[c.Name].greeting.Load(); g != nil {
+	for _, name := range s.clusterNames {
+		if g := s.clusters[name].greeting.Load(); g != nil {
 			return g.ServerVersion
 		}
 	}
@@ -166,8 +296,8 @@ func (s *Server) serverVersion() string {
 // serverCollation is the collation announced in the handshake: the
 // backend's own, so clients never pick one the backend lacks.
 func (s *Server) serverCollation() byte {
-	for _, c := range s.cfg.Clusters {
-		if g := s.clusters[c.Name].greeting.Load(); g != nil && g.Collation != 0 {
+	for _, name := range s.clusterNames {
+		if g := s.clusters[name].greeting.Load(); g != nil && g.Collation != 0 {
 			return g.Collation
 		}
 	}
@@ -205,6 +335,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 func (s *Server) closeClusters() {
+	if s.health != nil {
+		s.health.Close()
+	}
 	for _, c := range s.clusters {
 		c.close()
 	}

@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/directgate/directgate/config"
+	"github.com/directgate/directgate/healthcheck"
 	"github.com/directgate/directgate/pools"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
@@ -42,7 +43,6 @@ type Session struct {
 	client  *wire.Conn
 	user    config.User
 	cluster *cluster
-	pool    *pools.Pool[*backendConn]
 	relay   wire.Relay
 	// salt is the auth data of the handshake, reused by COM_CHANGE_USER.
 	salt []byte
@@ -62,11 +62,27 @@ type Session struct {
 	multiStmt bool
 	stateID   uint64
 
+	// target is where reads go (USE db@replica / db@primary); replica
+	// is the session's sticky replica; cands is scratch for picking one.
+	target  target
+	replica *backend
+	cands   []healthcheck.Candidate
+	// lastGTID is the GTID of the session's last write, for causal reads;
+	// gtidSeenOn is the replica known to have applied it.
+	lastGTID   string
+	gtidSeenOn *backend
+	// gtidPending says the session wrote on its leased connection and
+	// the write's GTID is still to be read.
+	gtidPending bool
+
 	// status holds the backend status flags of the last OK or EOF.
 	status uint16
 	// lease is the backend connection serving the current statement, and
 	// between statements the connection the session is pinned to.
 	lease *pools.Lease[*backendConn]
+	// leaseRole says whether lease was taken from the primary or a
+	// replica.
+	leaseRole role
 	// pins are the reasons the session holds lease between statements;
 	// everPinned records a pin by session state, for SessionStats.
 	pins       pinSet
@@ -292,24 +308,73 @@ func (ss *Session) comQuery(p []byte) error {
 	if handled, err := ss.runLocal(route); handled {
 		return err
 	}
+	if route.Kind == querypath.KindUse && !route.MultiStatement {
+		if db, t, ok := splitTarget(route.Database); ok {
+			return ss.useTarget(db, t)
+		}
+	}
 	return ss.run(p, route, wire.ResponseQuery)
+}
+
+// useTarget answers USE db@replica, USE db@primary and USE @replica: the
+// database is checked and set like COM_INIT_DB, then the session's reads
+// follow the target.
+func (ss *Session) useTarget(db string, t target) error {
+	if db == "" {
+		ss.target = t
+		return ss.writeOK(wire.OK{Status: ss.status})
+	}
+	before := ss.stateID
+	p := append([]byte{wire.ComInitDB}, db...)
+	if err := ss.run(p, querypath.Route{Kind: querypath.KindUse, Database: db}, wire.ResponseOK); err != nil {
+		return err
+	}
+	if ss.stateID != before { // the backend accepted the database
+		ss.target = t
+	}
+	return nil
 }
 
 // run forwards command p to a backend connection, relays the response and
 // updates the session. A read outside a transaction whose backend
 // connection breaks before anything reached the client is retried once on
-// another connection.
+// another serving backend; a statement outside a transaction that the
+// primary refuses as read-only (1290) waits for the new primary and is
+// retried there once.
 func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) error {
+	avoid := ""
+	// held is the read-only error of a write being retried, lost the
+	// failure of a read being retried: what the client gets when the retry
+	// finds no backend.
+	var held, lost *wire.SQLError
 	for attempt := 0; ; attempt++ {
 		pinned := ss.lease != nil
-		conn, err := ss.backend()
+		conn, err := ss.backend(route, avoid, lost != nil)
 		if err == nil && !pinned {
 			err = ss.prepareUnpinned(conn, route)
 		}
 		if err != nil {
+			var np *noPrimaryError
+			switch {
+			case held != nil && errors.As(err, &np):
+				// No other primary appeared: the backend's own answer.
+				return ss.writeErr(held)
+			case lost != nil:
+				return ss.writeErr(lost)
+			}
 			return ss.writeErr(toClientError(err))
 		}
+		ss.relay.HoldReadOnly = !pinned && attempt == 0 && ss.leaseRole == rolePrimary
 		res, err := ss.exchange(conn, p, kind)
+		ss.relay.HoldReadOnly = false
+		if err == nil && res.Held {
+			// The primary turned read-only: nothing ran.
+			ss.srv.health.Check(conn.addr)
+			ss.releaseLease()
+			held, avoid = res.Err, conn.addr
+			ss.log.Info("primary refused a write as read-only; waiting for the new primary", "backend", conn.addr)
+			continue
+		}
 		if err == nil {
 			ss.afterStatement(conn, route, res)
 			return nil
@@ -321,10 +386,16 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 		}
 		// The backend connection broke.
 		ss.log.Warn("backend connection lost", "backend", conn.addr, "error", err)
+		conn.be.broke()
+		leaseRole := ss.leaseRole
 		ss.dropLease()
 		lostState := pinned && ss.pins&^transientPins != 0
 		ss.lostBackendState()
 		if res.Packets == 0 && attempt == 0 && !pinned && route.Kind == querypath.KindRead && !ss.srv.closing.Load() {
+			if leaseRole == roleReplica {
+				avoid = conn.addr
+			}
+			lost = toClientError(backendLost(conn.addr, err))
 			continue
 		}
 		if werr := ss.writeErr(toClientError(backendLost(conn.addr, err))); werr != nil {
@@ -341,6 +412,10 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 
 // exchange sends p on conn and relays the answer.
 func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind) (wire.Result, error) {
+	load := &conn.be.load
+	start := time.Now()
+	load.Begin()
+	defer func() { load.End(start, time.Now()) }()
 	if err := conn.WriteCommand(p); err != nil {
 		return wire.Result{}, &wire.BackendError{Err: err}
 	}
@@ -353,37 +428,95 @@ func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind)
 }
 
 // backend returns the connection that serves the next statement: the
-// pinned one, or one from the pool brought in line with the session.
-func (ss *Session) backend() (*backendConn, error) {
+// pinned one, or one from the chosen backend's pool brought in line with
+// the session. A connection held only for a replica read's warnings is
+// given up for a statement that must go to the primary. avoid names a
+// backend that must not serve (a retry after it failed); quick caps the
+// wait for a primary (see primaryBackend).
+func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*backendConn, error) {
 	if ss.lease != nil {
-		conn := ss.lease.Conn()
-		if conn.syncedState != ss.stateID {
-			if err := ss.sync(conn); err != nil {
+		if ss.leaseRole == roleReplica && ss.pins&^transientPins == 0 && route.Kind != querypath.KindShowWarnings &&
+			!ss.replicaEligible(route, ss.cluster.conf.Load()) {
+			ss.setPins(0)
+			ss.releaseLease()
+		} else {
+			conn := ss.lease.Conn()
+			if conn.syncedState != ss.stateID {
+				if err := ss.sync(conn); err != nil {
+					return nil, err
+				}
+			}
+			return conn, nil
+		}
+	}
+	wantPrimary := false
+	for attempt := 0; ; attempt++ {
+		var be *backend
+		r := rolePrimary
+		var err error
+		if wantPrimary {
+			conf := ss.cluster.conf.Load()
+			be, err = ss.primaryBackend(ss.srv.health.Snapshot(), conf, avoid, quick)
+		} else {
+			be, r, err = ss.pick(route, avoid, quick)
+		}
+		if err != nil {
+			return nil, err
+		}
+		pool, err := be.pool(ss.caps&wire.CapFoundRows != 0)
+		var l *pools.Lease[*backendConn]
+		if err == nil {
+			l, err = pool.Acquire(context.Background())
+		}
+		if err != nil {
+			var de *pools.DialError
+			var sqlErr *wire.SQLError
+			retry := attempt < 2 && !ss.srv.closing.Load() &&
+				(errors.Is(err, pools.ErrClosed) || // the backend was removed by a reload
+					errors.As(err, &de) && !errors.As(err, &sqlErr)) // unreachable: discovery knows now
+			if !retry {
 				return nil, err
+			}
+			if r == roleReplica {
+				avoid = be.addr
+			}
+			continue
+		}
+		conn := l.Conn()
+		ss.lease, ss.leaseRole = l, r
+		if conn.dirty || conn.syncedState != ss.stateID {
+			if err := ss.sync(conn); err != nil {
+				return nil, ss.leaseFailed(conn, err)
+			}
+		}
+		if r == roleReplica {
+			ok, err := ss.causalWait(conn, ss.cluster.conf.Load())
+			if err != nil {
+				return nil, ss.leaseFailed(conn, err)
+			}
+			if !ok {
+				// The replica has not caught up with the session's write
+				// in causal_timeout: read from the primary.
+				ss.releaseLease()
+				wantPrimary = true
+				continue
 			}
 		}
 		return conn, nil
 	}
-	l, err := ss.pool.Acquire(context.Background())
-	if err != nil {
-		return nil, err
+}
+
+// leaseFailed gives up the connection just leased after err (from state
+// sync or a causal wait) and returns the error for the client.
+func (ss *Session) leaseFailed(conn *backendConn, err error) error {
+	var sqlErr *wire.SQLError
+	if errors.As(err, &sqlErr) {
+		conn.syncedState = 0
+		ss.releaseLease()
+		return err
 	}
-	conn := l.Conn()
-	ss.lease = l
-	if conn.dirty || conn.syncedState != ss.stateID {
-		if err := ss.sync(conn); err != nil {
-			var sqlErr *wire.SQLError
-			if errors.As(err, &sqlErr) {
-				conn.syncedState = 0
-				ss.releaseLease()
-			} else {
-				ss.dropLease()
-				err = backendLost(conn.addr, err)
-			}
-			return nil, err
-		}
-	}
-	return conn, nil
+	ss.dropLease()
+	return backendLost(conn.addr, err)
 }
 
 // sync makes conn's session match the client session: database, session
@@ -555,9 +688,22 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 	if ss.pins&stickyPins != 0 {
 		conn.dirty = true
 	}
+	if ok && ss.leaseRole == rolePrimary && ss.causalReads() &&
+		(route.Kind == querypath.KindCommit || route.Kind == querypath.KindOther && !res.HadResultSet) {
+		// A write: its GTID is read when the connection is released, so
+		// nothing runs between it and the client's next statement.
+		ss.gtidPending = true
+	}
 	if ss.pins == 0 {
 		ss.releaseLease()
 	}
+}
+
+// causalReads reports whether the session's reads may go to replicas and
+// must then see its own writes.
+func (ss *Session) causalReads() bool {
+	conf := ss.cluster.conf.Load()
+	return bool(conf.CausalReads) && (ss.target == targetReplica || ss.target == targetDefault && bool(conf.ReplicaReads))
 }
 
 // lostBackendState forgets what lived on a backend connection that broke.
@@ -708,6 +854,12 @@ func (ss *Session) releaseLease() {
 	}
 	ss.lease = nil
 	conn := l.Conn()
+	if ss.gtidPending {
+		ss.gtidPending = false
+		if ss.leaseRole == rolePrimary {
+			ss.noteWrite(conn)
+		}
+	}
 	if conn.dirty {
 		if err := conn.reset(); err != nil {
 			l.Destroy()
@@ -729,6 +881,7 @@ func (ss *Session) dropLease() {
 // connection with an open transaction or session state is reset (which
 // rolls the transaction back) before anyone else gets it.
 func (ss *Session) end() {
+	ss.gtidPending = false
 	if ss.lease == nil {
 		return
 	}
@@ -747,6 +900,9 @@ func (ss *Session) forwardSimple(p []byte, kind wire.ResponseKind) error {
 // comInitDB changes the default database (COM_INIT_DB), checked by the
 // backend.
 func (ss *Session) comInitDB(p []byte) error {
+	if db, t, ok := splitTarget(string(p[1:])); ok {
+		return ss.useTarget(db, t)
+	}
 	route := querypath.Route{Kind: querypath.KindUse, Database: string(p[1:])}
 	return ss.run(p, route, wire.ResponseOK)
 }

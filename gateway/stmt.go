@@ -133,7 +133,10 @@ func (ss *Session) comStmtPrepare(p []byte) error {
 	if ss.stmtBytes+len(sql) > maxSessionStmtBytes {
 		return ss.writeErr(wire.NewError(1461, "42000", "Can't create more than max_prepared_stmt_count statements: this session's prepared statements already hold %d bytes; close statements you no longer use", ss.stmtBytes))
 	}
-	conn, err := ss.backend()
+	route := ss.srv.classifier.Classify(sql)
+	// Prepared where the statement will run: a read may be prepared on a
+	// replica (the metadata is the same).
+	conn, err := ss.backend(route, "", false)
 	if err != nil {
 		return ss.writeErr(toClientError(err))
 	}
@@ -146,7 +149,6 @@ func (ss *Session) comStmtPrepare(p []byte) error {
 	}
 	if res.Err == nil {
 		ss.nextStmtID = id
-		route := ss.srv.classifier.Classify(sql)
 		if len(route.Vars) > 0 {
 			// Values may be parameters: read them back after each execute.
 			vars := make([]querypath.SetVar, len(route.Vars))
@@ -186,6 +188,7 @@ func (ss *Session) statementFailed(conn *backendConn, err error) error {
 		return err
 	}
 	ss.log.Warn("backend connection lost", "backend", conn.addr, "error", err)
+	conn.be.broke()
 	lostState := ss.pins&^transientPins != 0
 	ss.dropLease()
 	ss.lostBackendState()
@@ -247,10 +250,20 @@ func (ss *Session) comStmtExecute(p []byte) error {
 			p = q
 		}
 	}
+	route := st.route
+	if flags&0x0f != 0 {
+		route.Kind = querypath.KindOther // a cursor pins: not on a replica
+	}
+	avoid := ""
+	var held *wire.SQLError
 	for attempt := 0; ; attempt++ {
 		pinned := ss.lease != nil
-		conn, err := ss.backend()
+		conn, err := ss.backend(route, avoid, false)
 		if err != nil {
+			var np *noPrimaryError
+			if held != nil && errors.As(err, &np) {
+				return ss.writeErr(held)
+			}
 			return ss.writeErr(toClientError(err))
 		}
 		bid, err := ss.backendStmt(conn, st)
@@ -271,7 +284,17 @@ func (ss *Session) comStmtExecute(p []byte) error {
 			return ss.statementFailed(conn, &wire.BackendError{Err: err})
 		}
 		binary.LittleEndian.PutUint32(p[1:], bid)
+		ss.relay.HoldReadOnly = !pinned && attempt == 0 && ss.leaseRole == rolePrimary
 		res, err := ss.exchange(conn, p, wire.ResponseQuery)
+		ss.relay.HoldReadOnly = false
+		if err == nil && res.Held {
+			// The primary turned read-only: nothing ran. Retry on the new
+			// primary once it appears.
+			ss.srv.health.Check(conn.addr)
+			ss.releaseLease()
+			held, avoid = res.Err, conn.addr
+			continue
+		}
 		st.resetLongData(ss)
 		if err != nil {
 			return ss.statementFailed(conn, err)
@@ -281,7 +304,7 @@ func (ss *Session) comStmtExecute(p []byte) error {
 			ss.cursors++
 			ss.setPins(ss.pins | pinCursor)
 		}
-		ss.afterStatement(conn, st.route, res)
+		ss.afterStatement(conn, route, res)
 		return nil
 	}
 }

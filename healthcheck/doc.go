@@ -20,9 +20,11 @@
 //
 // # States
 //
-// Every backend is StateUnknown when it first appears. Config.Rise good
-// probes in a row make it StateServing, Config.Fall failed probes in a row
-// make it StateNotServing; a single bad or good probe changes nothing. A
+// Every backend is StateUnknown when it first appears; its first good
+// probe makes it StateServing (there is nothing to flap from yet). After
+// that, Config.Fall failed probes in a row make it StateNotServing and
+// Config.Rise good ones serving again; a single bad or good probe changes
+// nothing. A
 // probe fails when the backend is unreachable or when the prober reports
 // an error. A replica whose lag is NULL (replication stopped) or cannot be
 // read still serves: readers leave it out by its lag, and it may be about

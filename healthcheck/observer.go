@@ -28,7 +28,8 @@ type Config struct {
 	// Timeout bounds each probe (through the context passed to
 	// Prober.Probe). Default 1s.
 	Timeout time.Duration
-	// Rise is how many good probes in a row make a backend serving.
+	// Rise is how many good probes in a row make a not-serving backend
+	// serving again (a new backend serves after its first good probe).
 	// Default 2.
 	Rise int
 	// Fall is how many failed probes in a row make a backend not serving.
@@ -408,7 +409,9 @@ func (o *Observer) apply(t *tracked, r Result, started, now time.Time) (logEvent
 	if good {
 		t.good++
 		t.bad = 0
-		if t.state != StateServing && t.good >= o.cfg.Rise {
+		// A backend seen for the first time serves after one good probe:
+		// there is nothing to flap from yet.
+		if t.state == StateUnknown || t.state != StateServing && t.good >= o.cfg.Rise {
 			return t.transition(StateServing, "", now), true
 		}
 		return logEvent{}, false

@@ -598,6 +598,14 @@ func (p *Pool[T]) putIdle(l *Lease[T]) {
 	}
 }
 
+// CloseIdle closes every connection idle now, for when they are likely
+// dead (their server went away); leased connections are not touched. The
+// pool dials again up to MinIdle in the background.
+func (p *Pool[T]) CloseIdle() {
+	p.drainIdle()
+	p.signalKick()
+}
+
 // drainIdle destroys every connection in the idle queue.
 func (p *Pool[T]) drainIdle() {
 	for {

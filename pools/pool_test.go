@@ -228,6 +228,26 @@ func TestWarmUpToMinIdle(t *testing.T) {
 	}
 }
 
+func TestCloseIdle(t *testing.T) {
+	d := &dialer{}
+	p := newPool(t, d, func(c *Config[*fakeConn]) {
+		c.Size = 10
+		c.MinIdle = 3
+	})
+	eventually(t, "3 idle", func() bool { return p.Stat().Idle == 3 })
+	leased := mustAcquire(t, p)
+	eventually(t, "refilled to 3 open", func() bool { return p.Stat().Open == 3 })
+	p.CloseIdle()
+	if s := p.Stat(); s.Destroyed != 2 {
+		t.Errorf("after CloseIdle: %+v, want the 2 idle destroyed", s)
+	}
+	if leased.Conn().closed.Load() {
+		t.Error("CloseIdle closed a leased connection")
+	}
+	eventually(t, "refilled after CloseIdle", func() bool { return p.Stat().Open == 3 })
+	leased.Release()
+}
+
 func TestMaxDials(t *testing.T) {
 	d := &dialer{delay: 10 * time.Millisecond}
 	p := newPool(t, d, func(c *Config[*fakeConn]) {

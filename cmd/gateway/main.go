@@ -131,6 +131,11 @@ func serve(args []string, stderr io.Writer) error {
 		log.Info("serving HTTP", "addr", ln.Addr().String())
 	}
 
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go reloadOnHUP(hup, *cfgPath, srv, log)
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	serveErr := make(chan error, 1)
@@ -153,6 +158,22 @@ func serve(args []string, stderr io.Writer) error {
 		log.Info("stopped cleanly")
 	}
 	return err
+}
+
+// reloadOnHUP re-reads the config file on every SIGHUP and applies it; an
+// invalid file is logged with the reason and the running config stays.
+func reloadOnHUP(hup <-chan os.Signal, path string, srv *gateway.Server, log hclog.Logger) {
+	for range hup {
+		cfg, err := config.Load(path)
+		if err == nil {
+			err = srv.Reload(cfg)
+		}
+		if err != nil {
+			log.Error("reload refused; the running configuration stays", "file", path, "error", err)
+			continue
+		}
+		log.Info("configuration reloaded", "file", path)
+	}
 }
 
 // shutdown stops the gateway, then the HTTP server, and joins their errors.
