@@ -22,11 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directgate/directgate/config"
-	"github.com/directgate/directgate/gateway"
 	"github.com/directgate/directgate/wire"
 	"github.com/go-sql-driver/mysql"
-	"github.com/hashicorp/go-hclog"
 )
 
 // cmpDB is the database the byte-for-byte comparison runs in, dropped and
@@ -716,26 +713,7 @@ clusters:
     backends: [%q]
     pool: {size: 4, min_idle: 1, max_dials: 2, acquire_timeout: 20s}
 `, logLevel(), appUser, appPass, backendUser, backendPass, shared.db.Addr())
-	cfg, err := config.Parse([]byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := gateway.New(cfg, hclog.New(&hclog.LoggerOptions{Name: "gateway-bigpacket", Level: hclog.LevelFromString(logLevel()), Output: os.Stderr}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := gw.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- gw.Serve() }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = gw.Shutdown(ctx)
-		<-done
-	})
-	return gw.Addr().String()
+	return startTestGateway(t, "gateway-bigpacket", yaml).Addr().String()
 }
 
 // TestPacketsOver16MiB: statements, arguments and rows larger than one

@@ -204,3 +204,29 @@ func rawConn(t testing.TB, addr string) net.Conn {
 
 // readAllQuiet drains r until EOF or error.
 func readAllQuiet(r io.Reader) []byte { b, _ := io.ReadAll(r); return b }
+
+// startTestGateway starts an in-process gateway from a YAML config for
+// one test, logging as name, and shuts it down when the test ends.
+func startTestGateway(t *testing.T, name, yaml string) *gateway.Server {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := gateway.New(cfg, hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.LevelFromString(logLevel()), Output: os.Stderr}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve() }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	})
+	return srv
+}

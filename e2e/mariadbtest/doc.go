@@ -20,6 +20,23 @@
 // returns an error wrapping [ErrNotInstalled]; e2e/local/deps.sh installs
 // them on Debian.
 //
+// # Replication
+//
+// Servers binlog with log_slave_updates and gtid_strict_mode on (unless
+// [Options.NoBinlog]) and get distinct server IDs, so any of them can be a
+// GTID primary or replica:
+//
+//	r.StartReplication(ctx, p) // r replicates p from p's current position
+//	... writes on p ...
+//	r.WaitCaughtUp(ctx, p)     // r has applied everything p has binlogged
+//	r.Promote(ctx)             // r stops replicating, read_only=0
+//	r2.ChangePrimary(ctx, r)   // r2 follows r from its own position
+//
+// Replicas are read_only=1 (also after [Server.Restart]), reconnect to their
+// primary every second and restart their threads after [Server.Kill] and
+// Restart. Replicas connect with an account the harness creates on the
+// primary without binlogging it.
+//
 // # Teardown
 //
 // A server outlives the test that started it unless it is stopped, so stop

@@ -24,8 +24,10 @@ import (
 // Options configures Start. The zero value starts a server with binary
 // logging on and only the root account.
 type Options struct {
-	// ServerID is the server's server_id. Zero means 1. Servers of one
-	// replication topology need distinct IDs.
+	// ServerID is the server's server_id. Zero means the lowest ID not yet
+	// used by a Server of this process (1 for the first one unless given
+	// explicitly), so servers started with zero can replicate from each
+	// other. Servers of one replication topology need distinct IDs.
 	ServerID int
 
 	// ExtraArgs are extra mariadbd flags, appended after the defaults. When a
@@ -36,8 +38,11 @@ type Options struct {
 	ExtraArgs []string
 
 	// NoBinlog turns binary logging off. False (the default) runs with
-	// --log-bin=mysql-bin --binlog-format=ROW, so the server can be a
-	// replication source; ExtraArgs can change the format.
+	// --log-bin=mysql-bin --binlog-format=ROW --log-slave-updates=ON
+	// --gtid-strict-mode=ON, so the server can be a replication source, and
+	// a replica of it can be promoted and serve the other replicas (see
+	// StartReplication); ExtraArgs can change these. A NoBinlog server can
+	// still be a replica, but not a primary.
 	NoBinlog bool
 
 	// Users are created after start, besides root. Nil means none.
@@ -54,7 +59,10 @@ type User struct {
 	// Grants is what is granted, in GRANT syntax without the TO clause:
 	// "privileges ON object [WITH ...]", for example
 	// "ALL PRIVILEGES ON *.* WITH GRANT OPTION" or "SELECT ON demo.*".
-	// Empty means "ALL PRIVILEGES ON *.*".
+	// Empty means "ALL PRIVILEGES ON *.*". ALL PRIVILEGES includes
+	// READ_ONLY ADMIN, so such a user can still write on a read_only
+	// replica: list privileges (without SUPER-like ones) to test that
+	// writes to a replica fail.
 	Grants string
 }
 
@@ -82,9 +90,10 @@ type Server struct {
 	binary string
 	args   []string
 
-	mu      sync.Mutex
-	proc    *process // nil before the first launch
-	removed bool     // Stop has run
+	mu       sync.Mutex
+	proc     *process // nil before the first launch
+	removed  bool     // Stop has run
+	readOnly bool     // set by StartReplication etc.: --read-only on Restart
 }
 
 // process is one run of mariadbd.
@@ -154,11 +163,8 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		Socket:   filepath.Join(dir, "mysqld.sock"),
 		PIDFile:  filepath.Join(dir, "mysqld.pid"),
 		ErrorLog: filepath.Join(dir, "error.log"),
-		ServerID: opts.ServerID,
+		ServerID: allocServerID(opts.ServerID),
 		binary:   bins.mariadbd,
-	}
-	if s.ServerID == 0 {
-		s.ServerID = 1
 	}
 	defer func() {
 		if err != nil {
@@ -226,11 +232,47 @@ func (s *Server) serverArgs(opts Options) []string {
 		"--max-connections=2000",
 	}
 	args = append(args, userArgs()...)
+	// Named explicitly: the default names derive from the host name. Any
+	// server can be a replica, so each has a relay log name.
+	args = append(args, "--relay-log=relay-bin")
 	if !opts.NoBinlog {
-		// Named explicitly: the default names derive from the host name.
-		args = append(args, "--log-bin=mysql-bin", "--binlog-format=ROW", "--relay-log=relay-bin")
+		args = append(args,
+			"--log-bin=mysql-bin", "--binlog-format=ROW",
+			// A replica binlogs what it applies, so once promoted it can
+			// serve the other replicas from their @@gtid_slave_pos.
+			"--log-slave-updates=ON",
+			// Out-of-order GTIDs and transactions a replica has but its
+			// primary lacks stop replication with an error instead of
+			// diverging silently.
+			"--gtid-strict-mode=ON",
+		)
 	}
 	return append(args, opts.ExtraArgs...)
+}
+
+// serverIDs hands out server IDs for Options.ServerID zero.
+var serverIDs struct {
+	mu   sync.Mutex
+	used map[int]bool
+}
+
+// allocServerID returns want (if not zero) or the lowest unused ID, and
+// records it as used.
+func allocServerID(want int) int {
+	serverIDs.mu.Lock()
+	defer serverIDs.mu.Unlock()
+	if serverIDs.used == nil {
+		serverIDs.used = make(map[int]bool)
+	}
+	id := want
+	if id == 0 {
+		id = 1
+		for serverIDs.used[id] {
+			id++
+		}
+	}
+	serverIDs.used[id] = true
+	return id
 }
 
 func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -264,7 +306,11 @@ func (s *Server) launchLocked(ctx context.Context) error {
 	}
 	stderrStart := fileSize(stderrPath)
 
-	cmd := exec.Command(s.binary, s.args...)
+	args := s.args
+	if s.readOnly {
+		args = append(args[:len(args):len(args)], "--read-only=ON")
+	}
+	cmd := exec.Command(s.binary, args...)
 	cmd.Dir = s.Dir
 	cmd.Stdout = stderr
 	cmd.Stderr = stderr

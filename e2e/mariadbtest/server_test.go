@@ -279,3 +279,179 @@ func TestStartFailureReportsErrorLog(t *testing.T) {
 		t.Errorf("error does not quote the error log: %v", err)
 	}
 }
+
+// TestReplication runs a primary and two replicas through the life of a
+// failover: replicas start at the primary's current position, apply its
+// writes, survive a SIGKILL, and after the primary dies one replica is
+// promoted, the other follows it, and the old primary rejoins as a replica.
+func TestReplication(t *testing.T) {
+	needServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	users := []mariadbtest.User{{Name: "app", Password: "app"}}
+	start := func() *mariadbtest.Server {
+		t.Helper()
+		srv, err := mariadbtest.Start(ctx, mariadbtest.Options{Users: users})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := srv.Stop(); err != nil {
+				t.Error(err)
+			}
+		})
+		return srv
+	}
+	primary, r1, r2 := start(), start(), start()
+	if primary.ServerID == r1.ServerID || r1.ServerID == r2.ServerID || primary.ServerID == r2.ServerID {
+		t.Fatalf("server IDs %d, %d, %d are not distinct", primary.ServerID, r1.ServerID, r2.ServerID)
+	}
+
+	// exec runs statements as root on srv.
+	exec := func(srv *mariadbtest.Server, stmts ...string) {
+		t.Helper()
+		db, err := srv.RootDB()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		for _, q := range stmts {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				t.Fatalf("%s on %s: %v", q, srv.Addr(), err)
+			}
+		}
+	}
+	// rows returns the values of repl.t on srv, read as app over TCP.
+	rows := func(srv *mariadbtest.Server) string {
+		t.Helper()
+		db := open(t, srv.DSN("app", "app", ""))
+		defer db.Close()
+		var got string
+		if err := db.QueryRowContext(ctx, "SELECT GROUP_CONCAT(v ORDER BY id) FROM repl.t").Scan(&got); err != nil {
+			t.Fatalf("read repl.t on %s: %v", srv.Addr(), err)
+		}
+		return got
+	}
+	readOnly := func(srv *mariadbtest.Server) int {
+		t.Helper()
+		db := open(t, srv.DSN("app", "app", ""))
+		defer db.Close()
+		var ro int
+		if err := db.QueryRowContext(ctx, "SELECT @@read_only").Scan(&ro); err != nil {
+			t.Fatal(err)
+		}
+		return ro
+	}
+	caughtUp := func(replica, source *mariadbtest.Server) {
+		t.Helper()
+		if err := replica.WaitCaughtUp(ctx, source); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := func(srv *mariadbtest.Server) mariadbtest.ReplicaStatus {
+		t.Helper()
+		st, err := srv.ReplicaStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st == nil {
+			t.Fatalf("%s is not a replica", srv.Addr())
+		}
+		return st
+	}
+
+	// Written before replication starts: the replicas start after it.
+	exec(primary, "CREATE DATABASE before_replication")
+	if err := r1.StartReplication(ctx, primary); err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.StartReplication(ctx, primary); err != nil {
+		t.Fatal(err)
+	}
+	if ro := readOnly(r1); ro != 1 {
+		t.Errorf("replica read_only = %d, want 1", ro)
+	}
+	// r2 lags from the start: it has applied nothing past its starting
+	// position when it is later pointed at r1, whose binary log begins
+	// after that position.
+	exec(r2, "STOP SLAVE SQL_THREAD")
+	// MariaDB 10.11: with the SQL thread stopped, Seconds_Behind_Master is
+	// NULL (the IO thread still runs). It is NULL too when only the IO
+	// thread is stopped, even with nothing left to apply.
+	if st := status(r2); st.Get("Slave_SQL_Running") != "No" || st.Get("Slave_IO_Running") != "Yes" || st["Seconds_Behind_Master"].Valid {
+		t.Errorf("SQL thread stopped: Slave_SQL_Running=%s Slave_IO_Running=%s Seconds_Behind_Master=%v; want No, Yes, NULL",
+			st.Get("Slave_SQL_Running"), st.Get("Slave_IO_Running"), st["Seconds_Behind_Master"])
+	}
+
+	exec(primary,
+		"CREATE DATABASE repl",
+		"CREATE TABLE repl.t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(16))",
+		"INSERT INTO repl.t (v) VALUES ('a'), ('b')")
+	caughtUp(r1, primary)
+	if got := rows(r1); got != "a,b" {
+		t.Errorf("replica has %q, want a,b", got)
+	}
+	if st := status(r1); st.Get("Seconds_Behind_Master") != "0" {
+		t.Errorf("caught-up replica: Seconds_Behind_Master = %v, want 0", st["Seconds_Behind_Master"])
+	}
+	db := open(t, r1.DSN("app", "app", ""))
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = 'before_replication'").Scan(&n); err != nil || n != 0 {
+		t.Errorf("database made before StartReplication: count %d, %v; want 0 (not replayed)", n, err)
+	}
+	db.Close()
+
+	// A replica killed and restarted resumes by itself and stays read-only.
+	if err := r1.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	exec(primary, "INSERT INTO repl.t (v) VALUES ('c')")
+	if err := r1.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	caughtUp(r1, primary)
+	if got := rows(r1); got != "a,b,c" {
+		t.Errorf("replica after Kill and Restart has %q, want a,b,c", got)
+	}
+	if ro := readOnly(r1); ro != 1 {
+		t.Errorf("replica read_only after Restart = %d, want 1", ro)
+	}
+
+	// Failover: the primary dies, r1 is promoted, r2 follows r1.
+	if err := primary.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r1.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ro := readOnly(r1); ro != 0 {
+		t.Errorf("promoted read_only = %d, want 0", ro)
+	}
+	if st, err := r1.ReplicaStatus(ctx); err != nil || st != nil {
+		t.Errorf("promoted ReplicaStatus = %v, %v; want nil (not a replica)", st, err)
+	}
+	exec(r1, "INSERT INTO repl.t (v) VALUES ('d')")
+	if err := r2.ChangePrimary(ctx, r1); err != nil {
+		t.Fatal(err)
+	}
+	caughtUp(r2, r1)
+	if got := rows(r2); got != "a,b,c,d" {
+		t.Errorf("r2 after ChangePrimary has %q, want a,b,c,d", got)
+	}
+
+	// The old primary comes back and rejoins as a replica of r1.
+	if err := primary.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := primary.ChangePrimary(ctx, r1); err != nil {
+		t.Fatal(err)
+	}
+	caughtUp(primary, r1)
+	if got := rows(primary); got != "a,b,c,d" {
+		t.Errorf("old primary after rejoining has %q, want a,b,c,d", got)
+	}
+	if ro := readOnly(primary); ro != 1 {
+		t.Errorf("rejoined old primary read_only = %d, want 1", ro)
+	}
+}
