@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/e2e/mariadbtest"
 	"github.com/directgate/directgate/gateway"
 	"github.com/directgate/directgate/healthcheck"
@@ -71,12 +72,15 @@ func (tp *replTopology) root(t *testing.T, s *mariadbtest.Server) *sql.DB {
 }
 
 // caughtUp waits until both replicas applied everything of the primary.
-func (tp *replTopology) caughtUp(t *testing.T) {
+func (tp *replTopology) caughtUp(t *testing.T) { tp.caughtUpTo(t, tp.primary, tp.r1, tp.r2) }
+
+// caughtUpTo waits until replicas applied everything of primary.
+func (tp *replTopology) caughtUpTo(t *testing.T, primary *mariadbtest.Server, replicas ...*mariadbtest.Server) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, r := range []*mariadbtest.Server{tp.r1, tp.r2} {
-		if err := r.WaitCaughtUp(ctx, tp.primary); err != nil {
+	for _, r := range replicas {
+		if err := r.WaitCaughtUp(ctx, primary); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -88,15 +92,14 @@ type replGateway struct {
 	addr string
 }
 
-// startReplGateway starts a gateway over backends, with clusterYAML
+// replConfig is the gateway config over backends, with clusterYAML
 // appended to the cluster's keys (indented by four spaces).
-func startReplGateway(t *testing.T, clusterYAML string, backends ...*mariadbtest.Server) *replGateway {
-	t.Helper()
+func replConfig(clusterYAML string, backends ...*mariadbtest.Server) string {
 	var addrs []string
 	for _, b := range backends {
 		addrs = append(addrs, fmt.Sprintf("%q", b.Addr()))
 	}
-	yaml := fmt.Sprintf(`
+	return fmt.Sprintf(`
 listen: 127.0.0.1:0
 http_listen: "off"
 log: {level: %s}
@@ -110,6 +113,13 @@ clusters:
     backends: [%s]
     pool: {size: 32, min_idle: 2, acquire_timeout: 10s}
 %s`, logLevel(), replInterval, appUser, appPass, backendUser, backendPass, strings.Join(addrs, ", "), clusterYAML)
+}
+
+// startReplGateway starts a gateway over backends (see replConfig) and
+// waits until discovery knows the primary and every replica's lag.
+func startReplGateway(t *testing.T, clusterYAML string, backends ...*mariadbtest.Server) *replGateway {
+	t.Helper()
+	yaml := replConfig(clusterYAML, backends...)
 	srv := startTestGateway(t, "gateway-repl", yaml)
 	g := &replGateway{srv: srv, addr: srv.Addr().String()}
 	g.waitFor(t, "a primary and every replica serving with a known lag", 30*time.Second, func(s *healthcheck.Snapshot) bool {
@@ -380,6 +390,67 @@ func TestReplication(t *testing.T) {
 	})
 	tp.caughtUp(t)
 
+	t.Run("ReloadBackends", func(t *testing.T) {
+		g := startReplGateway(t, "    replica_reads: on\n", tp.primary, tp.r1)
+		reload := func(backends ...*mariadbtest.Server) error {
+			cfg, err := config.Parse([]byte(replConfig("    replica_reads: on\n", backends...)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return g.srv.Reload(cfg)
+		}
+		sticky := g.session(t, testDB)
+		long := g.session(t, testDB)
+		for _, db := range []*sql.DB{sticky, long} {
+			if id := serverID(t, db); id != r1ID {
+				t.Fatalf("only replica r1: read served by %d", id)
+			}
+		}
+		if err := reload(tp.primary, tp.r1, tp.r2); err != nil {
+			t.Fatal(err)
+		}
+		added := g.waitFor(t, "r2 added", 10*replInterval, func(s *healthcheck.Snapshot) bool {
+			return slices.Contains(s.Cluster("main").Replicas, tp.r2.Addr())
+		})
+		t.Logf("added backend serving %v after the reload", added)
+		// Removing r1 while a statement runs there: the statement finishes.
+		type answer struct {
+			id  int
+			err error
+		}
+		inFlight := make(chan answer, 1)
+		go func() {
+			var a answer
+			var slept int
+			a.err = long.QueryRow("SELECT SLEEP(1), @@server_id").Scan(&slept, &a.id)
+			inFlight <- a
+		}()
+		time.Sleep(300 * time.Millisecond)
+		if err := reload(tp.primary, tp.r2); err != nil {
+			t.Fatal(err)
+		}
+		if a := <-inFlight; a.err != nil || a.id != r1ID {
+			t.Fatalf("statement in flight on the removed backend: server %d, %v", a.id, a.err)
+		}
+		g.waitFor(t, "r1 removed", 10*replInterval, func(s *healthcheck.Snapshot) bool { return s.Backend(tp.r1.Addr()) == nil })
+		for _, db := range []*sql.DB{sticky, long, g.session(t, testDB)} {
+			if id := serverID(t, db); id != r2ID {
+				t.Fatalf("after r1 was removed: read served by %d, want r2 (%d)", id, r2ID)
+			}
+		}
+		// A reload that renames the cluster is refused; nothing changes.
+		bad, err := config.Parse([]byte(strings.Replace(replConfig("", tp.primary), "name: main", "name: other", 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.srv.Reload(bad); err == nil || !strings.Contains(err.Error(), "restart") {
+			t.Fatalf("renaming reload: %v", err)
+		}
+		if id := serverID(t, sticky); id != r2ID {
+			t.Fatalf("after a refused reload: read served by %d", id)
+		}
+	})
+
 	t.Run("PromoteReplica", func(t *testing.T) {
 		g := startReplGateway(t, "    replica_reads: on\n    failover_buffer: 10s\n", tp.primary, tp.r1, tp.r2)
 		var next atomic.Int64
@@ -469,6 +540,86 @@ func TestReplication(t *testing.T) {
 		}
 		if d := firstNew.Sub(promoted); d > 2*replInterval+500*time.Millisecond {
 			t.Errorf("writes followed the new primary after %v, want within two intervals (%v)", d, 2*replInterval)
+		}
+	})
+	tp.caughtUpTo(t, tp.r2, tp.r1, tp.primary)
+
+	t.Run("PrimaryKilled", func(t *testing.T) {
+		// Now r2 is the primary; r1 and the first primary replicate from it.
+		g := startReplGateway(t, "    replica_reads: on\n    failover_buffer: 10s\n", tp.primary, tp.r1, tp.r2)
+		var next atomic.Int64
+		next.Store(100_000)
+		var mu sync.Mutex
+		acked := map[int64]time.Time{}
+		var dbs []*sql.DB
+		for i := 0; i < 4; i++ {
+			dbs = append(dbs, g.session(t, testDB))
+		}
+		l := startLoad(dbs, func(db *sql.DB) error {
+			id := next.Add(1)
+			if _, err := db.Exec("INSERT INTO items (id, src) VALUES (?, @@server_id)", id); err != nil {
+				return err
+			}
+			mu.Lock()
+			acked[id] = time.Now()
+			mu.Unlock()
+			return nil
+		})
+		time.Sleep(time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		killed := time.Now()
+		if err := tp.r2.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		// The operator (or an orchestrator) promotes the most advanced
+		// replica and points the other at it.
+		if err := tp.r1.Promote(ctx); err != nil {
+			t.Fatal(err)
+		}
+		promoted := time.Now()
+		if err := tp.primary.ChangePrimary(ctx, tp.r1); err != nil {
+			t.Fatal(err)
+		}
+		g.waitFor(t, "r1 primary", 10*replInterval, func(s *healthcheck.Snapshot) bool {
+			return s.Cluster("main").Primary == tp.r1.Addr()
+		})
+		time.Sleep(2 * time.Second)
+		l.stop()
+
+		rows, err := tp.root(t, tp.r1).Query("SELECT id, src FROM " + testDB + ".items WHERE id > 100000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var firstNew time.Time
+		lost := 0
+		onR1 := map[int64]bool{}
+		for rows.Next() {
+			var id int64
+			var src int
+			if err := rows.Scan(&id, &src); err != nil {
+				t.Fatal(err)
+			}
+			onR1[id] = true
+			if at, ok := acked[id]; ok && src == r1ID && (firstNew.IsZero() || at.Before(firstNew)) {
+				firstNew = at
+			}
+		}
+		rows.Close()
+		for id := range acked {
+			if !onR1[id] {
+				lost++ // acknowledged by r2, never replicated before it died
+			}
+		}
+		if firstNew.IsZero() {
+			t.Fatalf("no write reached the new primary; %d ok, %d failed (first: %v)", len(acked), l.failed.Load(), l.firstErr.Load())
+		}
+		t.Logf("primary SIGKILLed: first write on the new primary %v after the kill, %v after the promotion; %d writes ok, %d failed (first: %v); %d acknowledged writes not on the new primary (asynchronous replication)",
+			firstNew.Sub(killed), firstNew.Sub(promoted), len(acked), l.failed.Load(), l.firstErr.Load(), lost)
+		// Only statements in flight on the dead primary (one per writer,
+		// or one more for a connection that died idle) may fail.
+		if f := l.failed.Load(); f > 2*int64(len(dbs)) {
+			t.Errorf("%d writes failed during the failover, want at most %d", f, 2*len(dbs))
 		}
 	})
 }
