@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bufio"
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,7 +30,14 @@ func buildGateway(t *testing.T) string {
 
 // startBinary runs `gateway serve` against the shared MariaDB on a free
 // port and waits until it accepts connections.
-func startBinary(t *testing.T, bin string, shutdownTimeout string) (*exec.Cmd, string, *strings.Builder) {
+func startBinary(t *testing.T, bin string, shutdownTimeout string) (*exec.Cmd, string, *logBuffer) {
+	cmd, addr, logs, _ := startBinaryConfig(t, bin, shutdownTimeout, "")
+	return cmd, addr, logs
+}
+
+// startBinaryConfig is startBinary with extra users in the config; it
+// also returns the config file's path.
+func startBinaryConfig(t *testing.T, bin, shutdownTimeout, extraUsers string) (*exec.Cmd, string, *logBuffer, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -35,19 +45,10 @@ func startBinary(t *testing.T, bin string, shutdownTimeout string) (*exec.Cmd, s
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cfg := fmt.Sprintf(`listen: %s
-http_listen: "off"
-shutdown_timeout: %s
-users: [{user: %s, password: %s}]
-clusters:
-  - {name: main, backend_user: %s, backend_password: %s, backends: [%q], pool: {size: 4, min_idle: 1}}
-`, addr, shutdownTimeout, appUser, appPass, backendUser, backendPass, shared.db.Addr())
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeBinaryConfig(t, path, addr, shutdownTimeout, extraUsers)
 	cmd := exec.Command(bin, "serve", "--config", path)
-	logs := &strings.Builder{}
+	logs := &logBuffer{}
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -70,7 +71,90 @@ clusters:
 		cmd.Process.Kill()
 		t.Fatalf("gateway did not start:\n%s", logs.String())
 	}
-	return cmd, addr, logs
+	return cmd, addr, logs, path
+}
+
+// logBuffer collects a process's log lines; safe for concurrent use.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) WriteString(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(s)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// writeBinaryConfig writes the config of startBinaryConfig to path.
+func writeBinaryConfig(t *testing.T, path, addr, shutdownTimeout, extraUsers string) {
+	t.Helper()
+	cfg := fmt.Sprintf(`listen: %s
+http_listen: "off"
+shutdown_timeout: %s
+users: [{user: %s, password: %s}%s]
+clusters:
+  - {name: main, backend_user: %s, backend_password: %s, backends: [%q], pool: {size: 4, min_idle: 1}}
+`, addr, shutdownTimeout, appUser, appPass, extraUsers, backendUser, backendPass, shared.db.Addr())
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// SIGHUP re-reads the config file without dropping clients; an invalid
+// file is refused with the reason and the running config stays.
+func TestBinaryReload(t *testing.T) {
+	bin := buildGateway(t)
+	cmd, addr, logs, path := startBinaryConfig(t, bin, "10s", "")
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	app := open(t, fmt.Sprintf("%s:%s@tcp(%s)/", appUser, appPass, addr))
+	conn, err := app.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	login := func() error {
+		db, err := sql.Open("mysql", fmt.Sprintf("second:pw@tcp(%s)/", addr))
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return db.Ping()
+	}
+	if err := login(); err == nil {
+		t.Fatal("user 'second' logged in before it was configured")
+	}
+	writeBinaryConfig(t, path, addr, "10s", ", {user: second, password: pw}")
+	cmd.Process.Signal(syscall.SIGHUP)
+	deadline := time.Now().Add(10 * time.Second)
+	for login() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("user added by SIGHUP cannot log in:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := os.WriteFile(path, []byte("users: [oops"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Signal(syscall.SIGHUP)
+	for !strings.Contains(logs.String(), "reload refused") {
+		if time.Now().After(deadline) {
+			t.Fatalf("invalid config not reported:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := login(); err != nil {
+		t.Fatalf("after a refused reload the running config changed: %v", err)
+	}
+	if err := conn.PingContext(context.Background()); err != nil {
+		t.Fatalf("client connection dropped by reloads: %v", err)
+	}
 }
 
 // SIGTERM lets a statement in flight finish and exits 0; when the drain
@@ -104,7 +188,7 @@ func TestBinaryShutdown(t *testing.T) {
 	start := time.Now()
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()
-	t.Logf("forced shutdown took %v", time.Since(start))
+	t.Logf("forced shutdown took %v\n%s", time.Since(start), logs.String())
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("drain timeout: want exit 1, got %v\n%s", err, logs.String())

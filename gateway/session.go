@@ -349,6 +349,9 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 	var held, lost *wire.SQLError
 	for attempt := 0; ; attempt++ {
 		pinned := ss.lease != nil
+		// A statement of a session holding state on its connection (not
+		// just the previous statement's result) is never retried.
+		retryable := attempt == 0 && ss.pins&^transientPins == 0
 		conn, err := ss.backend(route, avoid, lost != nil)
 		if err == nil && !pinned {
 			err = ss.prepareUnpinned(conn, route)
@@ -364,10 +367,16 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 			}
 			return ss.writeErr(toClientError(err))
 		}
-		ss.relay.HoldReadOnly = !pinned && attempt == 0 && ss.leaseRole == rolePrimary
+		ss.relay.HoldReadOnly = retryable && ss.leaseRole == rolePrimary
 		res, err := ss.exchange(conn, p, kind)
 		ss.relay.HoldReadOnly = false
-		if err == nil && res.Held {
+		if err == nil && res.Held && ss.srv.closing.Load() {
+			// No retry while shutting down: the client gets the error.
+			err = ss.writeErr(res.Err)
+			if err != nil {
+				err = &wire.ClientError{Err: err}
+			}
+		} else if err == nil && res.Held {
 			// The primary turned read-only: nothing ran.
 			ss.srv.health.Check(conn.addr)
 			ss.releaseLease()
@@ -391,7 +400,7 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 		ss.dropLease()
 		lostState := pinned && ss.pins&^transientPins != 0
 		ss.lostBackendState()
-		if res.Packets == 0 && attempt == 0 && !pinned && route.Kind == querypath.KindRead && !ss.srv.closing.Load() {
+		if res.Packets == 0 && retryable && route.Kind == querypath.KindRead && !ss.srv.closing.Load() {
 			if leaseRole == roleReplica {
 				avoid = conn.addr
 			}

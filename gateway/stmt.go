@@ -258,6 +258,7 @@ func (ss *Session) comStmtExecute(p []byte) error {
 	var held *wire.SQLError
 	for attempt := 0; ; attempt++ {
 		pinned := ss.lease != nil
+		retryable := attempt == 0 && ss.pins&^transientPins == 0
 		conn, err := ss.backend(route, avoid, false)
 		if err != nil {
 			var np *noPrimaryError
@@ -284,10 +285,16 @@ func (ss *Session) comStmtExecute(p []byte) error {
 			return ss.statementFailed(conn, &wire.BackendError{Err: err})
 		}
 		binary.LittleEndian.PutUint32(p[1:], bid)
-		ss.relay.HoldReadOnly = !pinned && attempt == 0 && ss.leaseRole == rolePrimary
+		ss.relay.HoldReadOnly = retryable && ss.leaseRole == rolePrimary
 		res, err := ss.exchange(conn, p, wire.ResponseQuery)
 		ss.relay.HoldReadOnly = false
-		if err == nil && res.Held {
+		if err == nil && res.Held && ss.srv.closing.Load() {
+			// No retry while shutting down: the client gets the error.
+			err = ss.writeErr(res.Err)
+			if err != nil {
+				err = &wire.ClientError{Err: err}
+			}
+		} else if err == nil && res.Held {
 			// The primary turned read-only: nothing ran. Retry on the new
 			// primary once it appears.
 			ss.srv.health.Check(conn.addr)
