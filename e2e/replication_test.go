@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -379,8 +381,19 @@ func TestReplication(t *testing.T) {
 		if !strings.Contains(me.Message, "split brain") || time.Since(start) > time.Second {
 			t.Fatalf("split-brain refusal after %v: %s", time.Since(start), me.Message)
 		}
-		// Reads go on.
+		// Reads go on; /debug/health tells what is wrong.
 		serverID(t, db)
+		rec := httptest.NewRecorder()
+		g.srv.HTTPHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/debug/health", nil))
+		var health struct {
+			SplitBrainRefusals int `json:"split_brain_refusals"`
+			Clusters           []struct {
+				SplitBrain bool `json:"split_brain"`
+			} `json:"clusters"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &health); err != nil || health.SplitBrainRefusals != 1 || !health.Clusters[0].SplitBrain {
+			t.Fatalf("/debug/health in split brain: %v\n%s", err, rec.Body.String())
+		}
 		mustExec(t, r1root, "SET GLOBAL read_only = 1")
 		healed := g.waitFor(t, "one primary again", 10*replInterval, func(s *healthcheck.Snapshot) bool {
 			return s.Cluster("main").Primary == tp.primary.Addr()

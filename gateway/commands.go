@@ -136,6 +136,8 @@ func (ss *Session) resetState() {
 	ss.multiStmt = ss.caps&wire.CapMultiStatements != 0
 	ss.status = wire.StatusAutocommit
 	ss.db = ""
+	ss.target, ss.replica = targetDefault, nil
+	ss.lastGTID, ss.gtidSeenOn, ss.gtidPending = "", nil, false
 	ss.nextState()
 }
 

@@ -44,6 +44,10 @@ type healthView struct {
 	Round    uint64              `json:"round"`
 	Time     time.Time           `json:"time"`
 	Clusters []clusterHealthView `json:"clusters"`
+	// Statements refused since start: in split brain, and for want of a
+	// primary within failover_buffer.
+	SplitBrainRefusals uint64 `json:"split_brain_refusals"`
+	NoPrimaryFailures  uint64 `json:"no_primary_failures"`
 }
 
 type clusterHealthView struct {
@@ -73,7 +77,8 @@ type backendHealthView struct {
 
 func (s *Server) healthView() healthView {
 	snap := s.health.Snapshot()
-	v := healthView{Round: snap.Round, Time: snap.Time}
+	v := healthView{Round: snap.Round, Time: snap.Time,
+		SplitBrainRefusals: s.refusals.splitBrain.Load(), NoPrimaryFailures: s.refusals.noPrimary.Load()}
 	for _, name := range s.clusterNames {
 		cv := clusterHealthView{Name: name, Replicas: []string{}}
 		if c := snap.Cluster(name); c != nil {

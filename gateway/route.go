@@ -142,6 +142,7 @@ func (ss *Session) primaryBackend(snap *healthcheck.Snapshot, conf *config.Clust
 			}
 		}
 		if c != nil && c.SplitBrain {
+			ss.srv.refusals.splitBrain.Add(1)
 			return nil, &splitBrainError{cluster: ss.cluster.name, writable: c.Writable}
 		}
 		if timer == nil {
@@ -168,6 +169,7 @@ func (ss *Session) primaryBackend(snap *healthcheck.Snapshot, conf *config.Clust
 					reason = c.Primary + " refused the statement as read-only and no other primary appeared"
 				}
 			}
+			ss.srv.refusals.noPrimary.Add(1)
 			return nil, &noPrimaryError{cluster: ss.cluster.name, reason: reason, waited: time.Since(waited).Round(time.Millisecond)}
 		}
 	}

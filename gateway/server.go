@@ -39,6 +39,8 @@ type Server struct {
 	stateIDs atomic.Uint64
 	closing  atomic.Bool
 	pinStats pinStats
+	// refusals count statements refused for want of a primary.
+	refusals struct{ splitBrain, noPrimary atomic.Uint64 }
 
 	mu       sync.Mutex
 	sessions map[uint32]*Session

@@ -880,6 +880,12 @@ func (ss *Session) releaseLease() {
 
 // dropLease destroys the session's connection.
 func (ss *Session) dropLease() {
+	if ss.gtidPending {
+		// The write's GTID died with the connection: read from the
+		// primary until the next write.
+		ss.gtidPending = false
+		ss.lastGTID, ss.gtidSeenOn = gtidUnknown, nil
+	}
 	if ss.lease != nil {
 		ss.lease.Destroy()
 		ss.lease = nil
@@ -946,9 +952,9 @@ func (ss *Session) comResetConnection() error {
 		ss.releaseLease()
 	}
 	ss.closeCursors()
-	db := ss.db
+	db, t := ss.db, ss.target
 	ss.resetState()
-	ss.db = db
+	ss.db, ss.target = db, t
 	ss.nextState()
 	return ss.writeOK(wire.OK{Status: ss.status})
 }
