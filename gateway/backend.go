@@ -58,10 +58,11 @@ type backend struct {
 	// replica selection.
 	load healthcheck.Load
 
-	mu sync.Mutex
 	// pools by CLIENT_FOUND_ROWS (the one capability a connection cannot
 	// change after its handshake); the found_rows pool opens on first use.
-	pools [2]*pools.Pool[*backendConn]
+	// Read without a lock on every statement; created under mu.
+	pools [2]atomic.Pointer[pools.Pool[*backendConn]]
+	mu    sync.Mutex
 }
 
 // pool returns the backend's pool for clients with or without
@@ -71,16 +72,19 @@ func (be *backend) pool(foundRows bool) (*pools.Pool[*backendConn], error) {
 	if foundRows {
 		i = 1
 	}
+	if p := be.pools[i].Load(); p != nil {
+		return p, nil
+	}
 	be.mu.Lock()
 	defer be.mu.Unlock()
-	if p := be.pools[i]; p != nil {
+	if p := be.pools[i].Load(); p != nil {
 		return p, nil
 	}
 	p, err := be.cluster.newPool(be, foundRows)
 	if err != nil {
 		return nil, err
 	}
-	be.pools[i] = p
+	be.pools[i].Store(p)
 	return p, nil
 }
 
@@ -91,10 +95,8 @@ func (be *backend) broke() {
 	if h := be.cluster.health.Load(); h != nil {
 		h.ReportFailure(be.addr)
 	}
-	be.mu.Lock()
-	defer be.mu.Unlock()
-	for _, p := range be.pools {
-		if p != nil {
+	for i := range be.pools {
+		if p := be.pools[i].Load(); p != nil {
 			p.CloseIdle()
 		}
 	}
@@ -105,8 +107,8 @@ func (be *backend) broke() {
 func (be *backend) close() {
 	be.mu.Lock()
 	defer be.mu.Unlock()
-	for _, p := range be.pools {
-		if p != nil {
+	for i := range be.pools {
+		if p := be.pools[i].Load(); p != nil {
 			p.Close()
 		}
 	}

@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,49 +21,63 @@ type nopConn struct{ net.Conn }
 
 func (nopConn) Close() error { return nil }
 
-// primaryProber reports every backend as a healthy writable primary.
-type primaryProber struct{}
+// benchProber reports fake:1 as a writable primary and every other backend
+// as a replica without lag.
+type benchProber struct{}
 
-func (primaryProber) Probe(context.Context, healthcheck.Backend) healthcheck.Result {
-	return healthcheck.Result{Reachable: true, RTT: time.Millisecond}
+func (benchProber) Probe(_ context.Context, b healthcheck.Backend) healthcheck.Result {
+	if b.Addr == "fake:1" {
+		return healthcheck.Result{Reachable: true, RTT: time.Millisecond}
+	}
+	return healthcheck.Result{Reachable: true, ReadOnly: true, Replica: true, LagKnown: true, RTT: time.Millisecond}
 }
 
-// benchSession builds a session over a real pool of connections that do no
-// I/O, and discovery that knows their backend as primary, to measure the
-// gateway's own work per statement.
-func benchSession(b *testing.B) *Session {
+// benchSession builds a session over real pools of connections that do no
+// I/O, and discovery that knows their backends (a primary, and replicas
+// with replica reads on when replicas > 0), to measure the gateway's own
+// work per statement.
+func benchSession(b testing.TB, replicas int) *Session {
 	b.Helper()
 	cl, err := querypath.New()
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg, err := config.Parse([]byte("users: [{user: u}]\nclusters: [{name: main, backend_user: g, backends: ['fake:1']}]\n"))
+	addrs := []string{"fake:1"}
+	for i := range replicas {
+		addrs = append(addrs, fmt.Sprintf("fake:%d", i+2))
+	}
+	cfg, err := config.Parse([]byte(fmt.Sprintf("users: [{user: u}]\nclusters: [{name: main, backend_user: g, replica_reads: %v, backends: ['%s']}]\n",
+		replicas > 0, strings.Join(addrs, "', '"))))
 	if err != nil {
 		b.Fatal(err)
 	}
 	srv := &Server{cfg: cfg, classifier: cl, log: hclog.NewNullLogger(), clusters: map[string]*cluster{}}
 	c := &cluster{name: "main", log: srv.log}
 	c.conf.Store(&cfg.Clusters[0])
-	be := &backend{addr: "fake:1", cluster: c}
-	p, err := pools.New(pools.Config[*backendConn]{
-		Name: "bench", Size: 8, MinIdle: -1,
-		Dial: func(context.Context) (*backendConn, error) {
-			return &backendConn{BackendConn: &wire.BackendConn{Conn: wire.NewConn(nopConn{}, 16, 16)}, be: be}, nil
-		},
-	})
-	if err != nil {
-		b.Fatal(err)
+	backends := map[string]*backend{}
+	for _, addr := range addrs {
+		be := &backend{addr: addr, cluster: c}
+		p, err := pools.New(pools.Config[*backendConn]{
+			Name: "bench", Size: 8, MinIdle: -1,
+			Dial: func(context.Context) (*backendConn, error) {
+				return &backendConn{BackendConn: &wire.BackendConn{Conn: wire.NewConn(nopConn{}, 16, 16)}, be: be}, nil
+			},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(p.Close)
+		be.pools[0].Store(p)
+		backends[addr] = be
 	}
-	b.Cleanup(p.Close)
-	be.pools[0] = p
-	c.backends.Store(&map[string]*backend{be.addr: be})
+	c.backends.Store(&backends)
 	srv.clusters["main"], srv.clusterNames = c, []string{"main"}
-	srv.health, err = healthcheck.New(healthcheck.Config{Interval: 10 * time.Millisecond, Rise: 1, Prober: primaryProber{}, Backends: srv.healthBackends})
+	srv.health, err = healthcheck.New(healthcheck.Config{Interval: 10 * time.Millisecond, Rise: 1, Prober: benchProber{}, Backends: srv.healthBackends})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { srv.health.Close() })
-	for snap := srv.health.Snapshot(); snap.Cluster("main") == nil || snap.Cluster("main").Primary == ""; snap = srv.health.Snapshot() {
+	for snap := srv.health.Snapshot(); snap.Cluster("main") == nil || len(snap.Cluster("main").Backends) != len(addrs); snap = srv.health.Snapshot() {
 		<-snap.Changed()
 	}
 	ss := &Session{srv: srv, log: srv.log, cluster: c, status: wire.StatusAutocommit, collation: wire.DefaultCollation}
@@ -72,8 +88,14 @@ func benchSession(b *testing.B) *Session {
 // BenchmarkRouteStatement is the gateway's work for one statement outside a
 // transaction, without the network: classify, take a pooled connection and
 // check its session state, then record the result and release it.
-func BenchmarkRouteStatement(b *testing.B) {
-	ss := benchSession(b)
+func BenchmarkRouteStatement(b *testing.B) { benchRoute(b, 0) }
+
+// BenchmarkRouteStatementReplicas is BenchmarkRouteStatement with replica
+// reads over two replicas: reads also pick (and keep) a replica.
+func BenchmarkRouteStatementReplicas(b *testing.B) { benchRoute(b, 2) }
+
+func benchRoute(b *testing.B, replicas int) {
+	ss := benchSession(b, replicas)
 	res := wire.Result{Status: wire.StatusAutocommit}
 	queries := []string{
 		"SELECT c FROM sbtest1 WHERE id=5042",

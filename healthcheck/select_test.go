@@ -106,3 +106,17 @@ func BenchmarkPick(b *testing.B) {
 		p.Pick(cands, nil)
 	}
 }
+
+// BenchmarkLoad is the per-statement cost of load accounting, from many
+// sessions on one backend at once.
+func BenchmarkLoad(b *testing.B) {
+	var l Load
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			start := time.Now()
+			l.Begin()
+			l.End(start, time.Now())
+		}
+	})
+}

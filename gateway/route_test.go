@@ -1,0 +1,106 @@
+package gateway
+
+import (
+	"testing"
+	"time"
+
+	"github.com/directgate/directgate/wire"
+)
+
+func TestSplitTarget(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		db   string
+		tgt  target
+		seen bool
+	}{
+		{"shop@replica", "shop", targetReplica, true},
+		{"shop@REPLICA", "shop", targetReplica, true},
+		{"shop@rdonly", "shop", targetReplica, true},
+		{"shop@primary", "shop", targetPrimary, true},
+		{"shop@master", "shop", targetPrimary, true},
+		{"@replica", "", targetReplica, true},
+		{"shop", "shop", targetDefault, false},
+		{"my@db", "my@db", targetDefault, false},
+		{"a@b@replica", "a@b", targetReplica, true},
+	} {
+		db, tgt, ok := splitTarget(tc.in)
+		if db != tc.db || tgt != tc.tgt || ok != tc.seen {
+			t.Errorf("splitTarget(%q) = %q, %v, %v; want %q, %v, %v", tc.in, db, tgt, ok, tc.db, tc.tgt, tc.seen)
+		}
+	}
+}
+
+func TestRoutingDecisions(t *testing.T) {
+	ss := benchSession(t, 2)
+	primary := ss.cluster.backend("fake:1")
+	where := func(sql string) *backend {
+		t.Helper()
+		route := ss.srv.classifier.Classify(sql)
+		conn, err := ss.backend(route, "", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		be := conn.be
+		ss.afterStatement(conn, route, wire.Result{Status: ss.status})
+		conn.dirty = false // these connections do no I/O: no reset
+		ss.setPins(0)
+		ss.releaseLease()
+		return be
+	}
+	replica := where("SELECT 1")
+	if replica == primary {
+		t.Fatal("read went to the primary with replica_reads on")
+	}
+	for range 20 {
+		if be := where("SELECT c FROM t WHERE id = 1"); be != replica {
+			t.Fatalf("session moved from %s to %s without cause", replica.addr, be.addr)
+		}
+	}
+	for _, sql := range []string{
+		"UPDATE t SET c = 1",
+		"SELECT c FROM t WHERE id = 1 FOR UPDATE",
+		"SELECT LAST_INSERT_ID()",
+		"SELECT @x := 1",
+		"SELECT GET_LOCK('a', 0)",
+		"SHOW SLAVE STATUS",
+	} {
+		if be := where(sql); be != primary {
+			t.Errorf("%q went to %s, want the primary", sql, be.addr)
+		}
+	}
+	// In a transaction every statement goes to the primary.
+	ss.status = wire.StatusInTrans | wire.StatusAutocommit
+	if be := where("SELECT 1"); be != primary {
+		t.Errorf("read in a transaction went to %s", be.addr)
+	}
+	ss.status = wire.StatusAutocommit
+	// USE db@primary overrides replica_reads for the session.
+	ss.target = targetPrimary
+	if be := where("SELECT 1"); be != primary {
+		t.Errorf("read with target primary went to %s", be.addr)
+	}
+	ss.target = targetDefault
+
+	// The sticky replica turns slow compared with the other: the session
+	// moves, and stays on the new one.
+	now := time.Now()
+	for range 50 {
+		replica.load.Begin()
+		replica.load.End(now.Add(-20*time.Millisecond), now)
+	}
+	var other *backend
+	for _, be := range *ss.cluster.backends.Load() {
+		if be != primary && be != replica {
+			other = be
+		}
+	}
+	other.load.Begin()
+	other.load.End(now.Add(-time.Millisecond), now)
+	if be := where("SELECT 1"); be != other {
+		t.Fatalf("session stayed on the replica scoring %v while %s scores %v", replica.load.Score(), other.addr, other.load.Score())
+	}
+	if be := where("SELECT 1"); be != other {
+		t.Fatal("session did not stay on its new replica")
+	}
+}
