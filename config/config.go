@@ -120,13 +120,15 @@ type Cluster struct {
 	ReplicaReads Switch `yaml:"replica_reads"`
 	// MaxReplicaLag keeps replicas lagging more (or whose lag is unknown)
 	// out of the read set. Default 10s.
-	MaxReplicaLag time.Duration `yaml:"max_replica_lag"`
+	// 0 admits only replicas reporting no lag.
+	MaxReplicaLag *time.Duration `yaml:"max_replica_lag"`
 	// CausalReads makes a session's replica reads after its own write wait
 	// until the replica has applied that write (MASTER_GTID_WAIT), for at
 	// most CausalTimeout; then the read goes to the primary. Default off.
 	CausalReads Switch `yaml:"causal_reads"`
-	// CausalTimeout bounds the wait of a causal read. Default 1s.
-	CausalTimeout time.Duration `yaml:"causal_timeout"`
+	// CausalTimeout bounds the wait of a causal read. Default 1s; 0 sends
+	// reads after a write to the primary without waiting.
+	CausalTimeout *time.Duration `yaml:"causal_timeout"`
 	// FailoverBuffer is how long a write waits for a primary to appear when
 	// none is known. Default 5s.
 	FailoverBuffer *time.Duration `yaml:"failover_buffer"`
@@ -230,11 +232,11 @@ func (c *Config) ApplyDefaults() {
 	}
 	for i := range c.Clusters {
 		cl := &c.Clusters[i]
-		if cl.MaxReplicaLag == 0 {
-			cl.MaxReplicaLag = 10 * time.Second
+		if cl.MaxReplicaLag == nil {
+			cl.MaxReplicaLag = ptr(10 * time.Second)
 		}
-		if cl.CausalTimeout == 0 {
-			cl.CausalTimeout = time.Second
+		if cl.CausalTimeout == nil {
+			cl.CausalTimeout = ptr(time.Second)
 		}
 		if cl.FailoverBuffer == nil {
 			cl.FailoverBuffer = ptr(5 * time.Second)
@@ -343,10 +345,10 @@ func (c *Config) Validate() error {
 			}
 			backends[b] = bk
 		}
-		if cl.MaxReplicaLag < 0 {
+		if *cl.MaxReplicaLag < 0 {
 			bad(k+".max_replica_lag", "must not be negative")
 		}
-		if cl.CausalTimeout < 0 {
+		if *cl.CausalTimeout < 0 {
 			bad(k+".causal_timeout", "must not be negative")
 		}
 		if *cl.FailoverBuffer < 0 {

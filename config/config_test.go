@@ -28,7 +28,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("pool defaults: %+v", p)
 	}
 	cl := c.Clusters[0]
-	if cl.ReplicaReads || cl.MaxReplicaLag != 10*time.Second || cl.CausalReads || cl.CausalTimeout != time.Second ||
+	if cl.ReplicaReads || *cl.MaxReplicaLag != 10*time.Second || cl.CausalReads || *cl.CausalTimeout != time.Second ||
 		*cl.FailoverBuffer != 5*time.Second || cl.StickinessThreshold != 1.5 || *cl.HotLimit != 64 {
 		t.Errorf("cluster defaults: %+v", cl)
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -102,7 +103,7 @@ func (ss *Session) pickReplica(snap *healthcheck.Snapshot, conf *config.Cluster,
 	for _, addr := range c.Replicas {
 		v := snap.Backends[addr]
 		be := backends[addr]
-		if be == nil || addr == avoid || !v.Last.LagKnown || v.Last.Lag > conf.MaxReplicaLag {
+		if be == nil || addr == avoid || !v.Last.LagKnown || v.Last.Lag > *conf.MaxReplicaLag {
 			continue
 		}
 		if be == ss.replica {
@@ -183,7 +184,7 @@ func (ss *Session) causalWait(conn *backendConn, conf *config.Cluster) (ok bool,
 	if !bool(conf.CausalReads) || ss.lastGTID == "" || ss.gtidSeenOn == conn.be {
 		return true, nil
 	}
-	if ss.lastGTID == gtidUnknown {
+	if ss.lastGTID == gtidUnknown || *conf.CausalTimeout == 0 {
 		return false, nil
 	}
 	q := "SELECT MASTER_GTID_WAIT('" + ss.lastGTID + "', " + strconv.FormatFloat(conf.CausalTimeout.Seconds(), 'f', 3, 64) + ")"
@@ -193,6 +194,13 @@ func (ss *Session) causalWait(conn *backendConn, conf *config.Cluster) (ok bool,
 			res = string(row[0])
 		}
 	}); err != nil {
+		var sqlErr *wire.SQLError
+		if errors.As(err, &sqlErr) {
+			// The server cannot wait (not MariaDB, or the GTID is from
+			// another domain setup): read from the primary.
+			ss.log.Debug("causal wait failed; reading from the primary", "backend", conn.addr, "error", err)
+			return false, nil
+		}
 		return false, err
 	}
 	if res != "0" {

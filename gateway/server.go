@@ -140,7 +140,10 @@ func (s *Server) Health() *healthcheck.Snapshot { return s.health.Snapshot() }
 // once the statements in flight end) and the cluster settings for
 // routing (replica_reads, lags, buffers). Listen addresses, health
 // settings and the pools of backends that stay keep their values until a
-// restart. Clusters cannot be added or removed. On error nothing changes.
+// restart. Clusters cannot be added or removed: such a file is refused
+// and nothing changes. A cluster whose backends cannot be applied keeps
+// its old configuration; the others and the users are still applied, and
+// the error names the cluster.
 func (s *Server) Reload(cfg *config.Config) error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
