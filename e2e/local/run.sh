@@ -440,7 +440,7 @@ cat <<EOF
   MariaDB primary directly: mariadb -S .local/primary/mysqld.sock -uroot  (or -h127.0.0.1 -P$PRIMARY_PORT -ugateway -psecret)
   MariaDB replica directly: mariadb -S .local/replica/mysqld.sock -uroot  (or -h127.0.0.1 -P$REPLICA_PORT -ugateway -psecret)
                             read_only; replicates the primary with GTIDs: SHOW ALL SLAVES STATUS\G
-  Gateway HTTP:             http://$GATEWAY_HTTP/healthz  (and /debug/pins)
+  Gateway HTTP:             http://$GATEWAY_HTTP/healthz  (and /debug/health, /debug/pins)
   Config:                   .local/gateway.yaml
   Ctrl-C stops the gateway, then the replica, then the primary.
 
