@@ -55,6 +55,7 @@ func FuzzRelay(f *testing.F) {
 	f.Add(packets(1, AppendOK(nil, OK{Status: StatusMoreResults}), AppendOK(nil, OK{})), uint8(0), true)
 	f.Add(packets(1, []byte{0, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0}, colDef("?"), eofPkt(0, 2), colDef("c"), eofPkt(0, 2)), uint8(2), true)
 	f.Add(packets(1, append([]byte{0xfb}, "f"...)), uint8(0), false)
+	f.Add(packets(1, AppendERR(nil, &SQLError{Code: ErOptionPreventsStatement, State: "HY000", Message: "read-only"})), uint8(0x80), false)
 	f.Fuzz(func(t *testing.T, in []byte, kind uint8, deprecate bool) {
 		caps := CapProtocol41 | CapLocalFiles
 		if deprecate {
@@ -65,10 +66,13 @@ func FuzzRelay(f *testing.F) {
 		backend := NewConn(&memConn{r: bytes.NewReader(in), w: io.Discard}, 128, 64)
 		client.SetSeq(1)
 		backend.SetSeq(1)
-		r := &Relay{ClientCaps: caps}
+		r := &Relay{ClientCaps: caps, HoldReadOnly: kind&0x80 != 0}
 		res, _ := r.Run(client, backend, ResponseKind(kind%6))
 		if res.Packets > len(in)/4+2 {
 			t.Fatalf("wrote %d packets from %d bytes", res.Packets, len(in))
+		}
+		if res.Held && (res.Packets != 0 || out.Len() != 0 || res.Err == nil || res.Err.Code != ErOptionPreventsStatement) {
+			t.Fatalf("held response: %+v, %d bytes written", res, out.Len())
 		}
 	})
 }
