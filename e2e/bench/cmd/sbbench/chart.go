@@ -11,8 +11,9 @@ import (
 // ratioSVG draws one horizontal bar per case: the gateway/direct QPS ratio,
 // with the per-round ratios as ticks, reference lines at 1.0 (as fast as
 // direct) and 0.7 (the issue's target for point_select), and "failed" where
-// no round had both sides succeed. Self-contained SVG: no fonts, scripts or
-// external assets.
+// no round had both sides succeed. Replica-read cases are marked: their
+// gateway side runs on two servers, their direct side on one. Self-contained
+// SVG: no fonts, scripts or external assets.
 func ratioSVG(sums []caseSummary, title string) string {
 	const (
 		labelW = 300 // case names
@@ -21,8 +22,15 @@ func ratioSVG(sums []caseSummary, title string) string {
 		barH   = 20
 		rowH   = 30
 		top    = 66
-		bottom = 40
 	)
+	bottom := 40
+	replicas := false
+	for _, s := range sums {
+		replicas = replicas || s.ReplicaReads
+	}
+	if replicas {
+		bottom += 18 // the footnote
+	}
 	maxR := 1.2
 	for _, s := range sums {
 		if s.Ratio != nil {
@@ -72,6 +80,9 @@ func ratioSVG(sums []caseSummary, title string) string {
 		if s.Status != "ok" {
 			label += " (some runs failed)"
 		}
+		if s.ReplicaReads {
+			label += " *"
+		}
 		end := *s.Ratio
 		for _, r := range s.RoundRatios {
 			end = math.Max(end, r)
@@ -85,6 +96,9 @@ func ratioSVG(sums []caseSummary, title string) string {
 	}{{1, "direct", "#111"}, {0.7, "target 0.7", "#b00020"}} {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-dasharray="5,3"/>`+"\n", x(ref.r), plotTop, x(ref.r), plotBottom, ref.color)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="%s" font-size="11">%s</text>`+"\n", x(ref.r), plotTop-4, ref.color, ref.label)
+	}
+	if replicas {
+		fmt.Fprintf(&b, `<text x="10" y="%d" fill="#555">* gateway side on two servers (primary + replica, replica_reads on), direct side on the primary alone; sysbench --skip-trx=on</text>`+"\n", plotBottom+36)
 	}
 	b.WriteString("</svg>\n")
 	return b.String()

@@ -40,11 +40,22 @@ type benchCase struct {
 	Workload string `json:"workload"`
 	PSMode   string `json:"ps_mode"`
 	Threads  int    `json:"threads"`
-	Gateway  string `json:"gateway"` // "main" (pool 64) or "mux" (pool 32)
+	// Gateway is "main" (pool 64), "mux" (pool 32) or "replicas" (pool 64
+	// per backend, replica_reads on).
+	Gateway  string `json:"gateway"`
 	PoolSize int    `json:"gateway_pool_size"`
+	// ReplicaReads: the gateway sends reads to the replica (replica_reads:
+	// on), so its side uses two mariadbd while the direct side uses the
+	// primary alone.
+	ReplicaReads bool `json:"replica_reads"`
+	// SkipTrx runs sysbench with --skip-trx=on (both sides): every query
+	// in autocommit mode. The gateway keeps reads inside a transaction on
+	// the primary, so oltp_read_only's BEGIN ... COMMIT would never reach
+	// the replica.
+	SkipTrx bool `json:"sysbench_skip_trx"`
 }
 
-// Pool sizes of the two gateways. The multiplexing case puts muxThreads
+// Pool sizes of the gateways. The multiplexing case puts muxThreads
 // clients on muxPoolSize backend connections.
 const (
 	mainPoolSize = 64
@@ -52,12 +63,28 @@ const (
 	muxThreads   = 512
 )
 
+// replicaThreads is the client thread count of the replica-read cases.
+const replicaThreads = 8
+
+// maxReplicaLag is the replicas gateway's max_replica_lag (the gateway's
+// default, written out so the bench can check the replica qualifies).
+const maxReplicaLag = 10 * time.Second
+
+// backendGrants are the backend account's privileges, on the primary and
+// the replica. Not ALL PRIVILEGES: that includes READ_ONLY ADMIN, which
+// lets writes through read_only on the replica. REPLICA MONITOR lets the
+// gateway's probes read the replication lag.
+const backendGrants = "SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, CREATE TEMPORARY TABLES, " +
+	"LOCK TABLES, EXECUTE, PROCESS, REPLICA MONITOR ON *.*"
+
 // MariaDB flags on top of mariadbtest's defaults (which already set
-// max_connections=2000). The data set fits the buffer pool; redo is flushed
-// once a second rather than at every commit, so oltp_read_write measures
-// the query path instead of the disk's fsync latency.
+// max_connections=2000), for the primary and the replica. The data set
+// fits the buffer pool; redo is flushed once a second rather than at every
+// commit and the binary log (on the primary, for replication; row format)
+// never, so oltp_read_write measures the query path instead of the disk's
+// fsync latency. The replica runs without a binary log.
 var mariadbArgs = []string{
-	"--skip-log-bin",
+	"--sync-binlog=0",
 	"--innodb-buffer-pool-size=256M",
 	"--innodb-log-file-size=256M",
 	"--innodb-flush-log-at-trx-commit=2",
@@ -168,12 +195,12 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	}
 
 	fs := flag.NewFlagSet("sbbench", flag.ContinueOnError)
-	fs.BoolVar(&s.Quick, "quick", quick, "short run: point_select and read_write, 8 threads, no multiplexing case (env BENCH_QUICK=1)")
+	fs.BoolVar(&s.Quick, "quick", quick, "short run: point_select and read_write, 8 threads, no multiplexing or replica-read cases (env BENCH_QUICK=1)")
 	fs.IntVar(&s.Seconds, "time", seconds, "seconds per sysbench run (env BENCH_TIME; 20, quick 8)")
 	fs.IntVar(&s.Rounds, "rounds", rounds, "rounds per case; each round runs direct then gateway (env BENCH_ROUNDS)")
 	fs.IntVar(&s.Tables, "tables", tables, "sysbench tables (env BENCH_TABLES)")
 	fs.IntVar(&s.TableSize, "table-size", tableSize, "rows per table (env BENCH_TABLE_SIZE; 100000, quick 10000)")
-	fs.StringVar(&s.CaseFilter, "cases", getenv("BENCH_CASES"), "run only cases whose name matches this regexp, e.g. 'point_select' (env BENCH_CASES)")
+	fs.StringVar(&s.CaseFilter, "cases", getenv("BENCH_CASES"), "run only cases whose name matches this regexp, e.g. 'point_select' or 'replicas' (env BENCH_CASES)")
 	fs.BoolVar(&s.CPUProfile, "cpuprofile", envBool("BENCH_CPUPROFILE"), "pass --cpuprofile to the gateways; profiles go to the results dir (env BENCH_CPUPROFILE=1)")
 	fs.StringVar(&s.Gateway, "gateway", "bin/gateway", "gateway binary")
 	fs.StringVar(&s.ResultsDir, "results", "results", "parent of the results/<timestamp> directory")
@@ -190,15 +217,18 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 }
 
 // buildCases lists the cases of a full or quick run, filtered by
-// s.CaseFilter.
+// s.CaseFilter. The replica-read cases follow the read_only ones: no case
+// before them writes, so the replica has nothing to catch up on. Quick runs
+// leave them out (with them a quick run would take more than three
+// minutes); -cases replicas runs them alone.
 func buildCases(s settings) ([]benchCase, error) {
 	workloads := []string{"oltp_point_select", "oltp_read_only", "oltp_read_write"}
 	threads := []int{8, 64}
-	mux := true
+	mux, replicas := true, true
 	if s.Quick {
 		workloads = []string{"oltp_point_select", "oltp_read_write"}
 		threads = []int{8}
-		mux = false
+		mux, replicas = false, false
 	}
 	var all []benchCase
 	for _, w := range workloads {
@@ -207,6 +237,15 @@ func buildCases(s settings) ([]benchCase, error) {
 				all = append(all, benchCase{
 					Name:     fmt.Sprintf("%s ps=%s t=%d", strings.TrimPrefix(w, "oltp_"), ps, t),
 					Workload: w, PSMode: ps, Threads: t, Gateway: "main", PoolSize: mainPoolSize,
+				})
+			}
+		}
+		if w == "oltp_read_only" && replicas {
+			for _, ps := range []string{"auto", "disable"} {
+				all = append(all, benchCase{
+					Name:     fmt.Sprintf("read_only_replicas ps=%s t=%d", ps, replicaThreads),
+					Workload: "oltp_read_only", PSMode: ps, Threads: replicaThreads,
+					Gateway: "replicas", PoolSize: mainPoolSize, ReplicaReads: true, SkipTrx: true,
 				})
 			}
 		}
@@ -233,6 +272,9 @@ func buildCases(s settings) ([]benchCase, error) {
 		}
 	}
 	if len(out) == 0 {
+		if s.Quick {
+			return nil, fmt.Errorf("-cases %q matches none of the quick run's cases (the read_only, 64-thread, mux and replica-read cases need a full run: unset BENCH_QUICK)", s.CaseFilter)
+		}
 		return nil, fmt.Errorf("-cases %q matches none of the cases", s.CaseFilter)
 	}
 	return out, nil
@@ -245,14 +287,18 @@ type bench struct {
 	clk     int64
 	started time.Time
 
-	dir      string // results/<timestamp>
-	env      map[string]string
-	db       *mariadbtest.Server
-	gateways map[string]*gatewayProc
-	runs     []runResult
-	prepareS float64
-	overhead []float64 // wall time beyond --time of successful runs, for the ETA
-	warnings []string  // problems that did not stop the benchmark
+	dir     string // results/<timestamp>
+	env     map[string]string
+	db      *mariadbtest.Server // the primary
+	replica *mariadbtest.Server // GTID replica of db
+	// replicating is whether the replica's replication threads run: only
+	// for the replica-read cases (see syncReplica).
+	replicating bool
+	gateways    map[string]*gatewayProc
+	runs        []runResult
+	prepareS    float64
+	overhead    []float64 // wall time beyond --time of successful runs, for the ETA
+	warnings    []string  // problems that did not stop the benchmark
 }
 
 // warn logs a problem that does not invalidate the measurements (a process
@@ -287,34 +333,39 @@ func (b *bench) main(ctx context.Context) (err error) {
 		len(b.cases), b.s.Rounds, totalRuns, b.s.Seconds, b.s.Tables, b.s.TableSize,
 		fmtDuration(time.Duration(totalRuns)*b.perRun()+10*time.Second))
 
-	logf("starting MariaDB")
+	logf("starting MariaDB: a primary and a replica")
+	users := []mariadbtest.User{{Name: "gateway", Password: "secret", Grants: backendGrants}}
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	b.db, err = mariadbtest.Start(startCtx, mariadbtest.Options{
-		NoBinlog:  true,
-		ExtraArgs: mariadbArgs,
-		Users:     []mariadbtest.User{{Name: "gateway", Password: "secret", Grants: "ALL PRIVILEGES ON *.*"}},
-	})
-	cancel()
+	defer cancel()
+	// The primary binlogs (mariadbtest's default: row format, GTIDs) so
+	// the replica can follow it.
+	b.db, err = mariadbtest.Start(startCtx, mariadbtest.Options{ExtraArgs: mariadbArgs, Users: users})
 	if err != nil {
 		return fmt.Errorf("start MariaDB: %w", err)
 	}
-	defer func() {
-		logf("stopping MariaDB (pid %d)", b.db.PID())
-		errLog, _ := os.ReadFile(b.db.ErrorLog)
-		_ = os.WriteFile(filepath.Join(b.dir, "mariadbd-error.log"), errLog, 0o644)
-		if serr := b.db.Stop(); serr != nil {
-			b.warn(serr)
-		}
-	}()
+	defer b.stopServer("MariaDB primary", b.db, "mariadbd-error.log")
+	b.replica, err = mariadbtest.Start(startCtx, mariadbtest.Options{NoBinlog: true, ExtraArgs: mariadbArgs, Users: users})
+	if err != nil {
+		return fmt.Errorf("start the MariaDB replica: %w", err)
+	}
+	defer b.stopServer("MariaDB replica", b.replica, "mariadbd-replica-error.log")
+	// Before anything is written: the replica gets only what the primary
+	// binlogs from now on.
+	if err := b.replica.StartReplication(startCtx, b.db); err != nil {
+		return fmt.Errorf("start replication: %w", err)
+	}
+	b.replicating = true
+	cancel()
 	if err := b.createDatabase(); err != nil {
 		return err
 	}
-	logf("MariaDB %s on %s (pid %d, dir %s)", b.env["mariadbd"], b.db.Addr(), b.db.PID(), b.db.Dir)
+	logf("MariaDB %s: primary on %s (pid %d, dir %s), replica on %s (pid %d, dir %s)", b.env["mariadbd"],
+		b.db.Addr(), b.db.PID(), b.db.Dir, b.replica.Addr(), b.replica.PID(), b.replica.Dir)
 	b.collectEnv()
 
 	b.gateways = map[string]*gatewayProc{}
 	defer func() {
-		for _, name := range []string{"mux", "main"} {
+		for _, name := range []string{"replicas", "mux", "main"} {
 			if g := b.gateways[name]; g != nil && g.running() {
 				logf("stopping gateway %s (pid %d)", name, g.pid())
 				if serr := g.stop(); serr != nil {
@@ -330,6 +381,12 @@ func (b *bench) main(ctx context.Context) (err error) {
 
 	runNo := 0
 	for ci, c := range b.cases {
+		if err := b.syncReplica(ctx, c.ReplicaReads); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
 		for round := 1; round <= b.s.Rounds; round++ {
 			for _, side := range []string{"direct", "gateway"} {
 				if ctx.Err() != nil {
@@ -352,7 +409,10 @@ func (b *bench) main(ctx context.Context) (err error) {
 					return err
 				}
 				if b.db.PID() == 0 {
-					return errors.New("mariadbd is no longer running (see mariadbd-error.log in the results dir)")
+					return errors.New("the primary mariadbd is no longer running (see mariadbd-error.log in the results dir)")
+				}
+				if b.replica.PID() == 0 {
+					return errors.New("the replica mariadbd is no longer running (see mariadbd-replica-error.log in the results dir)")
 				}
 				time.Sleep(500 * time.Millisecond) // let the last run's connections close
 			}
@@ -445,6 +505,8 @@ func (b *bench) collectEnv() {
 		b.env["cpu_model"] = string(m[1])
 	}
 	b.env["mariadbd_flags"] = strings.Join(mariadbArgs, " ")
+	b.env["topology"] = "primary (binary log on, row format, GTID) + one replica (GTID replication, read_only, no binary log); " +
+		"replication runs only for the replica-read cases"
 }
 
 func readFile(path string) string {
@@ -471,6 +533,73 @@ func (b *bench) prepare(ctx context.Context) error {
 	}
 	b.prepareS = time.Since(t0).Seconds()
 	logf("prepared in %.1fs", b.prepareS)
+	t0 = time.Now()
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancel()
+	if err := b.replica.WaitCaughtUp(wctx, b.db); err != nil {
+		return fmt.Errorf("replica after prepare: %w", err)
+	}
+	logf("replica caught up in %.1fs", time.Since(t0).Seconds())
+	return nil
+}
+
+// stopServer stops a mariadbd at the end, keeping its error log in the
+// results dir as name.
+func (b *bench) stopServer(what string, s *mariadbtest.Server, name string) {
+	logf("stopping %s (pid %d)", what, s.PID())
+	errLog, _ := os.ReadFile(s.ErrorLog)
+	_ = os.WriteFile(filepath.Join(b.dir, name), errLog, 0o644)
+	if err := s.Stop(); err != nil {
+		b.warn(err)
+	}
+}
+
+// syncReplica runs the replica's replication threads for the replica-read
+// cases (want) and waits until it has applied everything the primary has
+// written; for the other cases it stops them (STOP SLAVE), so the replica
+// sits idle and those cases load the machine as a single MariaDB did
+// before the replica existed. Writes of the cases in between (oltp_read_write)
+// are applied when replication starts again, outside any measurement.
+func (b *bench) syncReplica(ctx context.Context, want bool) error {
+	if !want {
+		if !b.replicating {
+			return nil
+		}
+		if err := b.replicaExec(ctx, "STOP SLAVE"); err != nil {
+			return err
+		}
+		b.replicating = false
+		logf("replication paused (STOP SLAVE on the replica) for the cases without replica reads")
+		return nil
+	}
+	t0 := time.Now()
+	if !b.replicating {
+		if err := b.replicaExec(ctx, "START SLAVE"); err != nil {
+			return err
+		}
+		b.replicating = true
+	}
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancel()
+	if err := b.replica.WaitCaughtUp(wctx, b.db); err != nil {
+		return fmt.Errorf("replica catching up: %w", err)
+	}
+	logf("replication running, replica caught up with the primary (%.1fs)", time.Since(t0).Seconds())
+	return nil
+}
+
+// replicaExec runs q as root on the replica.
+func (b *bench) replicaExec(ctx context.Context, q string) error {
+	root, err := b.replica.RootDB()
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	qctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := root.ExecContext(qctx, q); err != nil {
+		return fmt.Errorf("replica %s: %s: %w", b.replica.Addr(), q, err)
+	}
 	return nil
 }
 
@@ -484,8 +613,8 @@ func (b *bench) gateway(ctx context.Context, c benchCase) (*gatewayProc, string,
 	g := b.gateways[c.Gateway]
 	if g == nil {
 		g = &gatewayProc{
-			name: c.Gateway, bin: b.s.Gateway, dir: b.dir, backend: b.db.Addr(),
-			poolSize: c.PoolSize, profile: b.s.CPUProfile, user: "app", pwd: "app",
+			name: c.Gateway, bin: b.s.Gateway, dir: b.dir, backends: []string{b.db.Addr(), b.replica.Addr()},
+			poolSize: c.PoolSize, replicaReads: c.ReplicaReads, profile: b.s.CPUProfile, user: "app", pwd: "app",
 		}
 		b.gateways[c.Gateway] = g
 	}
@@ -499,7 +628,7 @@ func (b *bench) gateway(ctx context.Context, c benchCase) (*gatewayProc, string,
 		logf("    %s", note)
 	}
 	if started {
-		logf("    gateway %s (pool %d) on %s, pid %d", g.name, g.poolSize, g.addr, g.pid())
+		logf("    gateway %s (pool %d, replica_reads %s) on %s, pid %d", g.name, g.poolSize, onOff(g.replicaReads), g.addr, g.pid())
 	}
 	return g, note, nil
 }
@@ -535,18 +664,43 @@ func (b *bench) runOne(ctx context.Context, c benchCase, side string, round, run
 			return r, nil
 		}
 		tgt = target{addr: g.addr, user: g.user, password: g.pwd}
+		if c.ReplicaReads {
+			// Discovery must have seen the replica serving with a known
+			// lag under max_replica_lag, else every read goes to the
+			// primary.
+			t0 := time.Now()
+			err := g.waitReplica(ctx, b.replica.Addr(), 60*time.Second)
+			r.ReplicaWaitS = time.Since(t0).Seconds()
+			if err != nil {
+				if ctx.Err() != nil {
+					r.Interrupted = true
+					return r, nil
+				}
+				r.Failure = "the gateway does not read from the replica: " + err.Error()
+				r.WallS = time.Since(r.Started).Seconds()
+				r.Output = ""
+				return r, nil
+			}
+		}
 		if err := resetPeakRSS(g.pid()); err != nil {
 			r.RSSNote = "VmHWM could not be reset (" + err.Error() + "): peak since the gateway started"
 		}
 	}
-	mariadbPID := b.db.PID()
+	mariadbPID, replicaPID := b.db.PID(), 0
+	if c.ReplicaReads {
+		replicaPID = b.replica.PID()
+	}
 	gwPID := 0
 	if g != nil {
 		gwPID = g.pid()
 	}
-	sample := func() cpuSample { return takeSample(mariadbPID, gwPID) }
+	sample := func() cpuSample { return takeSample(mariadbPID, replicaPID, gwPID) }
 
-	args := sbArgs(c.Workload, "run", tgt, b.s.Tables, b.s.TableSize, c.Threads, b.s.Seconds, c.PSMode)
+	var extra []string
+	if c.SkipTrx {
+		extra = append(extra, "--skip-trx=on")
+	}
+	args := sbArgs(c.Workload, "run", tgt, b.s.Tables, b.s.TableSize, c.Threads, b.s.Seconds, c.PSMode, extra...)
 	hard := time.Duration(b.s.Seconds)*time.Second + 90*time.Second
 	sr, err := runSysbench(ctx, args, filepath.Join(b.dir, r.Output), hard, sample)
 	if err != nil {
@@ -597,12 +751,33 @@ func (b *bench) runOne(ctx context.Context, c benchCase, side string, round, run
 			r.GatewayCPUS = &gcpu
 			r.GatewayCPUPer1kQ = ptr(gcpu / float64(r.Queries) * 1000)
 		}
+		if replicaPID > 0 {
+			rcpu := float64(sr.end.replica-sr.begin.replica) / float64(b.clk)
+			r.ReplicaCPUS = &rcpu
+			r.ReplicaCPUPer1kQ = ptr(rcpu / float64(r.Queries) * 1000)
+		}
 	} else if err := errors.Join(sr.begin.err, sr.end.err); err != nil {
 		r.CPUNote = "CPU not measured: " + err.Error()
 	}
 	if g != nil && g.running() {
 		if hwm, err := statusKB(g.pid(), "VmHWM"); err == nil {
 			r.GatewayPeakRSS = &hwm
+		}
+		if c.ReplicaReads {
+			// Discovery's view after the run, kept for the record: a
+			// replica that dropped out of the read set (probes timing out
+			// on a saturated machine) sent the reads back to the primary.
+			health := strings.TrimSuffix(r.Output, ".txt") + "-health.json"
+			inSet, err := g.saveHealth(filepath.Join(b.dir, health), b.replica.Addr())
+			switch {
+			case err != nil:
+				r.ReplicaNote = "gateway health not read after the run: " + err.Error()
+			case !inSet:
+				r.ReplicaNote = "after the run the replica was not in the gateway's read set (see " + health + ")"
+			}
+			if r.ReplicaNote != "" {
+				logf("    warning: %s", r.ReplicaNote)
+			}
 		}
 	}
 	if r.OK {
@@ -612,6 +787,13 @@ func (b *bench) runOne(ctx context.Context, c benchCase, side string, round, run
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func onOff(v bool) string {
+	if v {
+		return "on"
+	}
+	return "off"
+}
 
 var nonWord = regexp.MustCompile(`[^a-z0-9]+`)
 

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -132,15 +136,17 @@ func freeAddr() (string, error) {
 // gatewayProc is one gateway process under benchmark, restarted by ensure
 // when it has died.
 type gatewayProc struct {
-	name      string // "main" or "mux", part of file names
-	bin       string
-	dir       string // results dir: config, log and profile go here
-	backend   string // MariaDB host:port
-	poolSize  int
-	profile   bool // pass --cpuprofile
-	user, pwd string
+	name         string // "main", "mux" or "replicas", part of file names
+	bin          string
+	dir          string   // results dir: config, log and profile go here
+	backends     []string // MariaDB host:port: the primary and the replica
+	poolSize     int      // per backend
+	replicaReads bool
+	profile      bool // pass --cpuprofile
+	user, pwd    string
 
 	addr     string
+	httpAddr string // /debug/health
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	waitErr  error
@@ -149,20 +155,28 @@ type gatewayProc struct {
 	lastExit string // how the previous process ended, when it died on its own
 }
 
-// config is the gateway's YAML for this benchmark.
+// config is the gateway's YAML for this benchmark. Discovery (health)
+// runs with its defaults; with replica_reads off every statement goes to
+// the primary, as with a single backend.
 func (g *gatewayProc) config() string {
+	quoted := make([]string, len(g.backends))
+	for i, b := range g.backends {
+		quoted[i] = strconv.Quote(b)
+	}
 	return fmt.Sprintf(`# Written by sbbench (make bench).
 listen: %s
-http_listen: "off"
+http_listen: %s
 log: {level: warn}
 users: [{user: %s, password: %s}]
 clusters:
   - name: main
     backend_user: gateway
     backend_password: secret
-    backends: [%q]
+    backends: [%s]
     pool: {size: %d, min_idle: 4, max_dials: 4, acquire_timeout: 10s}
-`, g.addr, g.user, g.pwd, g.backend, g.poolSize)
+    replica_reads: %s
+    max_replica_lag: %s
+`, g.addr, g.httpAddr, g.user, g.pwd, strings.Join(quoted, ", "), g.poolSize, onOff(g.replicaReads), maxReplicaLag)
 }
 
 func (g *gatewayProc) pid() int {
@@ -198,6 +212,9 @@ func (g *gatewayProc) ensure(ctx context.Context) (started, restarted bool, err 
 	}
 	g.starts++
 	if g.addr, err = freeAddr(); err != nil {
+		return started, restarted, err
+	}
+	if g.httpAddr, err = freeAddr(); err != nil {
 		return started, restarted, err
 	}
 	cfgPath := fmt.Sprintf("%s/gateway-%s.yaml", g.dir, g.name)
@@ -294,4 +311,118 @@ func (g *gatewayProc) stop() error {
 		<-g.exited
 		return fmt.Errorf("gateway %s did not stop within 20s of SIGTERM; killed", g.name)
 	}
+}
+
+// healthDoc is the part of the gateway's /debug/health the bench reads.
+type healthDoc struct {
+	Round    uint64 `json:"round"`
+	Clusters []struct {
+		Name     string   `json:"name"`
+		Primary  string   `json:"primary"`
+		Replicas []string `json:"replicas"`
+		Backends []struct {
+			Addr       string   `json:"addr"`
+			State      string   `json:"state"`
+			Role       string   `json:"role"`
+			LagSeconds *float64 `json:"lag_seconds"`
+			Note       string   `json:"replication_note"`
+		} `json:"backends"`
+	} `json:"clusters"`
+}
+
+// health fetches /debug/health: the decoded document and its raw JSON.
+func (g *gatewayProc) health(ctx context.Context) (*healthDoc, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+g.httpAddr+"/debug/health", nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, body, fmt.Errorf("GET /debug/health: %s", resp.Status)
+	}
+	var d healthDoc
+	if err := json.Unmarshal(body, &d); err != nil {
+		return nil, body, fmt.Errorf("GET /debug/health: %w", err)
+	}
+	return &d, body, nil
+}
+
+// readsFrom reports whether discovery lets the gateway read from replica:
+// listed as a serving replica of cluster main, with a known lag under
+// max_replica_lag. why says what is missing.
+func (d *healthDoc) readsFrom(replica string) (ok bool, why string) {
+	for _, c := range d.Clusters {
+		if c.Name != "main" {
+			continue
+		}
+		for _, b := range c.Backends {
+			if b.Addr != replica {
+				continue
+			}
+			switch {
+			case !slices.Contains(c.Replicas, replica):
+				return false, fmt.Sprintf("replica %s is %s with role %s", replica, b.State, b.Role)
+			case b.LagSeconds == nil:
+				return false, fmt.Sprintf("replica %s has an unknown lag %s", replica, b.Note)
+			case *b.LagSeconds > maxReplicaLag.Seconds():
+				return false, fmt.Sprintf("replica %s lags %.0fs", replica, *b.LagSeconds)
+			}
+			return true, ""
+		}
+	}
+	return false, fmt.Sprintf("replica %s is not in the health snapshot (round %d)", replica, d.Round)
+}
+
+// waitReplica waits until the gateway reads from replica (see readsFrom),
+// ctx ends or limit passes.
+func (g *gatewayProc) waitReplica(ctx context.Context, replica string, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	last := "no answer yet"
+	for {
+		d, _, err := g.health(ctx)
+		if err == nil {
+			var ok bool
+			if ok, last = d.readsFrom(replica); ok {
+				return nil
+			}
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-g.exited:
+			return fmt.Errorf("gateway %s exited: %v", g.name, g.waitErr)
+		case <-ctx.Done():
+			return fmt.Errorf("after %s: %s", limit, last)
+		case <-tick.C:
+		}
+	}
+}
+
+// saveHealth writes /debug/health to path and reports whether the gateway
+// reads from replica.
+func (g *gatewayProc) saveHealth(path, replica string) (bool, error) {
+	d, raw, err := g.health(context.Background())
+	if raw != nil {
+		if werr := os.WriteFile(path, raw, 0o644); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	if err != nil {
+		return false, err
+	}
+	ok, _ := d.readsFrom(replica)
+	return ok, nil
 }

@@ -37,19 +37,28 @@ type runResult struct {
 	TotalTimeS    float64 `json:"sysbench_total_time_s"`
 
 	// CPU is counted between sysbench's "Threads started!" and its report
-	// when CPUWindowExact, else from its start to its exit.
+	// when CPUWindowExact, else from its start to its exit. Mariadbd* is
+	// the primary; Replica* the replica's mariadbd, measured in the
+	// replica-read cases only (both sides).
 	CPUWindowS       float64  `json:"cpu_window_s"`
 	CPUWindowExact   bool     `json:"cpu_window_exact"`
 	MariadbCPUS      *float64 `json:"mariadbd_cpu_s"`
 	MariadbCPUPer1kQ *float64 `json:"mariadbd_cpu_s_per_1k_queries"`
+	ReplicaCPUS      *float64 `json:"replica_mariadbd_cpu_s,omitempty"`
+	ReplicaCPUPer1kQ *float64 `json:"replica_mariadbd_cpu_s_per_1k_queries,omitempty"`
 	GatewayCPUS      *float64 `json:"gateway_cpu_s,omitempty"`
 	GatewayCPUPer1kQ *float64 `json:"gateway_cpu_s_per_1k_queries,omitempty"`
 	CPUNote          string   `json:"cpu_note,omitempty"`
-	GatewayPeakRSS   *int64   `json:"gateway_peak_rss_bytes,omitempty"`
-	RSSNote          string   `json:"rss_note,omitempty"`
-	GatewayNote      string   `json:"gateway_note,omitempty"`
-	SysbenchCPUS     float64  `json:"sysbench_cpu_s"`
-	Output           string   `json:"output_file"`
+	// ReplicaWaitS is how long the run waited for the gateway's discovery
+	// to put the replica in its read set; ReplicaNote says when it was
+	// not there any more after the run.
+	ReplicaWaitS   float64 `json:"replica_wait_s,omitempty"`
+	ReplicaNote    string  `json:"replica_note,omitempty"`
+	GatewayPeakRSS *int64  `json:"gateway_peak_rss_bytes,omitempty"`
+	RSSNote        string  `json:"rss_note,omitempty"`
+	GatewayNote    string  `json:"gateway_note,omitempty"`
+	SysbenchCPUS   float64 `json:"sysbench_cpu_s"`
+	Output         string  `json:"output_file"`
 
 	Interrupted bool `json:"-"`
 }
@@ -65,6 +74,9 @@ func (r runResult) brief() string {
 	}
 	if r.MariadbCPUPer1kQ != nil {
 		s += fmt.Sprintf(", mariadbd %.1f µs/q", *r.MariadbCPUPer1kQ*1000)
+	}
+	if r.ReplicaCPUPer1kQ != nil {
+		s += fmt.Sprintf(", replica %.1f µs/q", *r.ReplicaCPUPer1kQ*1000)
 	}
 	if r.GatewayCPUPer1kQ != nil {
 		s += fmt.Sprintf(", gateway %.1f µs/q", *r.GatewayCPUPer1kQ*1000)
@@ -99,6 +111,7 @@ type caseSummary struct {
 	GatewayUSPerQ     *float64  `json:"gateway_cpu_us_per_query"`
 	MariadbUSPerQDir  *float64  `json:"mariadbd_cpu_us_per_query_direct"`
 	MariadbUSPerQGw   *float64  `json:"mariadbd_cpu_us_per_query_gateway"`
+	ReplicaUSPerQGw   *float64  `json:"replica_mariadbd_cpu_us_per_query_gateway"`
 	DirectErrors      int64     `json:"direct_ignored_errors"`
 	GatewayErrors     int64     `json:"gateway_ignored_errors"`
 	DirectRuns        int       `json:"direct_runs"`
@@ -109,6 +122,7 @@ type caseSummary struct {
 	Status            string    `json:"status"`
 	DirectFailures    []string  `json:"direct_failures,omitempty"`
 	GatewayFailures   []string  `json:"gateway_failures,omitempty"`
+	ReplicaNotes      []string  `json:"replica_notes,omitempty"`
 }
 
 func summarize(cases []benchCase, runs []runResult) []caseSummary {
@@ -116,7 +130,7 @@ func summarize(cases []benchCase, runs []runResult) []caseSummary {
 	for _, c := range cases {
 		s := caseSummary{benchCase: c}
 		directByRound, gatewayByRound := map[int]float64{}, map[int]float64{}
-		var dq, gq, dp, gp, gcpu, mcd, mcg []float64
+		var dq, gq, dp, gp, gcpu, mcd, mcg, rcg []float64
 		var rss *float64
 		for _, r := range runs {
 			if r.Case != c.Name {
@@ -155,6 +169,12 @@ func summarize(cases []benchCase, runs []runResult) []caseSummary {
 			if r.MariadbCPUPer1kQ != nil {
 				mcg = append(mcg, *r.MariadbCPUPer1kQ*1000)
 			}
+			if r.ReplicaCPUPer1kQ != nil {
+				rcg = append(rcg, *r.ReplicaCPUPer1kQ*1000)
+			}
+			if r.ReplicaNote != "" {
+				s.ReplicaNotes = addFailure(s.ReplicaNotes, r.ReplicaNote)
+			}
 		}
 		rounds := make([]int, 0, len(directByRound))
 		for round := range directByRound {
@@ -170,6 +190,7 @@ func summarize(cases []benchCase, runs []runResult) []caseSummary {
 		s.DirectQPS, s.GatewayQPS, s.Ratio = median(dq), median(gq), median(s.RoundRatios)
 		s.DirectP95Ms, s.GatewayP95Ms = median(dp), median(gp)
 		s.GatewayUSPerQ, s.MariadbUSPerQDir, s.MariadbUSPerQGw = median(gcpu), median(mcd), median(mcg)
+		s.ReplicaUSPerQGw = median(rcg)
 		s.GatewayPeakRSSMiB = rss
 		s.Status = status(s)
 		out = append(out, s)
@@ -239,16 +260,22 @@ var columns = []struct {
 	{"p95ms gw", "p95 ms gateway", false},
 	{"gw µs/q", "gateway µs CPU/query", false},
 	{"db µs/q d", "mariadbd µs CPU/query direct", false},
-	{"db µs/q gw", "mariadbd µs CPU/query via gateway", false},
+	{"db µs/q gw", "primary mariadbd µs CPU/query via gateway", false},
+	{"rep µs/q gw", "replica mariadbd µs CPU/query via gateway", false},
 	{"err d/gw", "errors direct/gateway", false},
 	{"gw RSS MiB", "gateway peak RSS MiB", false},
 	{"status", "status", true},
 }
 
 const tableLegend = `gw/direct: median over rounds of gateway QPS / direct QPS (1.00 = as fast as direct).
-p95ms: sysbench's 95th percentile latency per event. gw µs/q: gateway CPU per query; db µs/q: mariadbd CPU
-per query, direct (d) and through the gateway (gw); from /proc/PID/stat over the run. err: sysbench ignored
-errors, summed. gw RSS: gateway VmHWM during the case. Values are medians over the successful runs.`
+p95ms: sysbench's 95th percentile latency per event. gw µs/q: gateway CPU per query; db µs/q: the primary
+mariadbd's CPU per query, direct (d) and through the gateway (gw); rep µs/q gw: the replica mariadbd's, through
+the gateway; from /proc/PID/stat over the run. err: sysbench ignored errors, summed. gw RSS: gateway VmHWM
+during the case. Values are medians over the successful runs.
+Every gateway lists the primary and the replica. read_only_replicas cases: the gateway side uses TWO servers
+(replica_reads: on, so reads go to the replica, the primary is the fallback), the direct side the primary
+alone; both run sysbench --skip-trx=on (the gateway keeps reads inside a transaction on the primary). Other
+cases: replica_reads off and replication paused, every statement goes to the primary, like direct.`
 
 func tableRow(s caseSummary) []string {
 	errs := "-"
@@ -258,7 +285,7 @@ func tableRow(s caseSummary) []string {
 	return []string{
 		s.Name, num(s.DirectQPS, 0), num(s.GatewayQPS, 0), num(s.Ratio, 2),
 		num(s.DirectP95Ms, 2), num(s.GatewayP95Ms, 2),
-		num(s.GatewayUSPerQ, 1), num(s.MariadbUSPerQDir, 1), num(s.MariadbUSPerQGw, 1),
+		num(s.GatewayUSPerQ, 1), num(s.MariadbUSPerQDir, 1), num(s.MariadbUSPerQGw, 1), num(s.ReplicaUSPerQGw, 1),
 		errs, num(s.GatewayPeakRSSMiB, 1), s.Status,
 	}
 }
@@ -296,6 +323,7 @@ func printTable(w io.Writer, sums []caseSummary) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, tableLegend)
 	writeFailures(w, sums, "")
+	writeReplicaNotes(w, sums, "")
 }
 
 func writeFailures(w io.Writer, sums []caseSummary, indent string) {
@@ -319,6 +347,21 @@ func writeFailures(w io.Writer, sums []caseSummary, indent string) {
 	}
 }
 
+// writeReplicaNotes lists the replica-read cases whose replica was out of
+// the gateway's read set after a run (its reads went to the primary).
+func writeReplicaNotes(w io.Writer, sums []caseSummary, indent string) {
+	first := true
+	for _, s := range sums {
+		for _, n := range s.ReplicaNotes {
+			if first {
+				fmt.Fprintln(w, "\nReplica notes (reads may have gone to the primary):")
+				first = false
+			}
+			fmt.Fprintf(w, "%s- %s: %s\n", indent, s.Name, n)
+		}
+	}
+}
+
 // resultsDoc is results.json.
 type resultsDoc struct {
 	Started     time.Time         `json:"started"`
@@ -337,7 +380,10 @@ type resultsDoc struct {
 }
 
 const jsonDescription = "sysbench direct vs through the gateway, A B A B per case. " +
-	"qps and p95_ms are sysbench's; *_cpu_s are utime+stime deltas from /proc/PID/stat over cpu_window_s; " +
+	"qps and p95_ms are sysbench's; *_cpu_s are utime+stime deltas from /proc/PID/stat over cpu_window_s " +
+	"(mariadbd_* is the primary, replica_mariadbd_* the replica, measured in replica_reads cases only); " +
+	"cases with replica_reads true run the gateway over the primary and the replica with replica_reads: on, " +
+	"direct against the primary alone; in the other cases replication is paused and every statement goes to the primary; " +
 	"*_per_1k_queries divide them by sysbench's query count; gateway_peak_rss_bytes is VmHWM, reset before each gateway run. " +
 	"summary: medians over successful runs; ratio is the median over rounds of gateway_qps/direct_qps."
 
@@ -423,17 +469,29 @@ func markdown(d resultsDoc) string {
 	fmt.Fprintf(&b, "- mode: %s; %d s per run, %d rounds per case in A B A B order (direct, gateway, ...); took %s\n",
 		mode, d.Settings.Seconds, d.Settings.Rounds, fmtDuration(time.Duration(d.DurationS*float64(time.Second))))
 	fmt.Fprintf(&b, "- data: %d tables x %d rows (prepared in %.1f s)\n", d.Settings.Tables, d.Settings.TableSize, d.PrepareS)
-	for _, k := range []string{"git_commit", "gateway", "mariadbd", "mariadbd_flags", "sysbench", "go", "cpus", "cpu_model", "kernel"} {
+	for _, k := range []string{"git_commit", "gateway", "mariadbd", "mariadbd_flags", "topology", "sysbench", "go", "cpus", "cpu_model", "kernel"} {
 		if v := d.Env[k]; v != "" {
 			fmt.Fprintf(&b, "- %s: `%s`\n", k, v)
 		}
 	}
-	fmt.Fprintf(&b, "- gateway pools: %d connections (`main`), %d for the multiplexing case (`mux`)\n\n", mainPoolSize, muxPoolSize)
+	fmt.Fprintf(&b, "- gateways: every one lists the primary and the replica; pools of %d connections per backend (`main`, and `replicas` for the read_only_replicas cases), %d for the multiplexing case (`mux`); replica_reads off except in `replicas` (max_replica_lag %s)\n\n",
+		mainPoolSize, muxPoolSize, maxReplicaLag)
 
 	b.WriteString("## Summary\n\n")
 	b.WriteString("Medians over successful runs. **gw/direct** is the median over rounds of gateway QPS / direct QPS. ")
 	b.WriteString("CPU columns are µs of CPU time per sysbench query (utime+stime from /proc/PID/stat). ")
 	b.WriteString("Errors are sysbench's ignored errors summed over runs.\n\n")
+	for _, s := range d.Summary {
+		if s.ReplicaReads {
+			b.WriteString("**read_only_replicas cases: the gateway side uses two servers**, the primary and the replica, with `replica_reads: on` ")
+			b.WriteString("(reads go to the replica, the primary is the fallback); the direct side uses the primary alone. ")
+			b.WriteString("Their gw/direct compares one MariaDB with the gateway in front of two; for the database CPU per query of the gateway side add ")
+			b.WriteString("the primary's and the replica's columns. Both sides run sysbench with `--skip-trx=on` (autocommit): ")
+			b.WriteString("the gateway keeps reads inside a transaction on the primary. In every other case `replica_reads` is off ")
+			b.WriteString("and replication is paused: every statement goes to the primary, as direct.\n\n")
+			break
+		}
+	}
 	b.WriteString("|")
 	for _, c := range columns {
 		b.WriteString(" " + c.md + " |")
@@ -459,14 +517,23 @@ func markdown(d resultsDoc) string {
 		b.WriteString(strings.TrimPrefix(fails.String(), "\nFailures (distinct sysbench errors per case and side):"))
 		b.WriteString("```\n")
 	}
+	var notes strings.Builder
+	writeReplicaNotes(&notes, d.Summary, "")
+	if notes.Len() > 0 {
+		b.WriteString("\n## Replica notes\n\nAfter these runs the replica was not in the gateway's read set, so some reads went to the primary:\n\n")
+		b.WriteString(strings.TrimPrefix(notes.String(), "\nReplica notes (reads may have gone to the primary):\n"))
+	}
 
 	b.WriteString("\n## Runs\n\n")
-	b.WriteString("| # | case | side | round | QPS | p95 ms | ignored errors | mariadbd µs/q | gateway µs/q | gw peak RSS MiB | CPU window s | ok | output |\n")
-	b.WriteString("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+	b.WriteString("| # | case | side | round | QPS | p95 ms | ignored errors | mariadbd µs/q | replica µs/q | gateway µs/q | gw peak RSS MiB | CPU window s | ok | output |\n")
+	b.WriteString("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
 	for i, r := range d.Runs {
-		var mq, gq, rss *float64
+		var mq, rq, gq, rss *float64
 		if r.MariadbCPUPer1kQ != nil {
 			mq = ptr(*r.MariadbCPUPer1kQ * 1000)
+		}
+		if r.ReplicaCPUPer1kQ != nil {
+			rq = ptr(*r.ReplicaCPUPer1kQ * 1000)
 		}
 		if r.GatewayCPUPer1kQ != nil {
 			gq = ptr(*r.GatewayCPUPer1kQ * 1000)
@@ -482,8 +549,8 @@ func markdown(d resultsDoc) string {
 		if r.Output != "" {
 			out = "[log](" + r.Output + ")"
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.0f | %.2f | %d | %s | %s | %s | %.1f | %s | %s |\n",
-			i+1, r.Case, r.Side, r.Round, r.QPS, r.P95Ms, r.IgnoredErrors, num(mq, 1), num(gq, 1), num(rss, 1), r.CPUWindowS, ok, out)
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.0f | %.2f | %d | %s | %s | %s | %s | %.1f | %s | %s |\n",
+			i+1, r.Case, r.Side, r.Round, r.QPS, r.P95Ms, r.IgnoredErrors, num(mq, 1), num(rq, 1), num(gq, 1), num(rss, 1), r.CPUWindowS, ok, out)
 	}
 	return b.String()
 }

@@ -23,8 +23,8 @@ type target struct {
 }
 
 // sbArgs are the sysbench arguments for workload (oltp_point_select, ...)
-// and command (prepare, run) against t.
-func sbArgs(workload, command string, t target, tables, tableSize, threads, seconds int, psMode string) []string {
+// and command (prepare, run) against t; extra go before the command.
+func sbArgs(workload, command string, t target, tables, tableSize, threads, seconds int, psMode string, extra ...string) []string {
 	host, port, _ := strings.Cut(t.addr, ":")
 	args := []string{
 		workload,
@@ -50,6 +50,7 @@ func sbArgs(workload, command string, t target, tables, tableSize, threads, seco
 			"--forced-shutdown=10",
 		)
 	}
+	args = append(args, extra...)
 	return append(args, command)
 }
 
@@ -140,22 +141,29 @@ func errorLines(out string, max int) []string {
 	return lines
 }
 
-// cpuSample is the CPU time used so far by mariadbd and the gateway.
+// cpuSample is the CPU time used so far by the primary mariadbd, the
+// replica's and the gateway.
 type cpuSample struct {
 	at      time.Time
-	mariadb int64 // clock ticks
+	mariadb int64 // clock ticks, the primary
+	replica int64 // clock ticks; 0 when the replica is not measured
 	gateway int64 // clock ticks; 0 without a gateway
 	err     error
 }
 
-func takeSample(mariadbPID, gatewayPID int) cpuSample {
+// takeSample reads the CPU time of the processes; a zero replicaPID or
+// gatewayPID is not measured.
+func takeSample(mariadbPID, replicaPID, gatewayPID int) cpuSample {
 	s := cpuSample{at: time.Now()}
-	var err1, err2 error
+	var err1, err2, err3 error
 	s.mariadb, err1 = cpuTicks(mariadbPID)
-	if gatewayPID > 0 {
-		s.gateway, err2 = cpuTicks(gatewayPID)
+	if replicaPID > 0 {
+		s.replica, err2 = cpuTicks(replicaPID)
 	}
-	s.err = errors.Join(err1, err2)
+	if gatewayPID > 0 {
+		s.gateway, err3 = cpuTicks(gatewayPID)
+	}
+	s.err = errors.Join(err1, err2, err3)
 	return s
 }
 
