@@ -298,7 +298,7 @@ func TestPrimaryChangeByReadOnlyFlip(t *testing.T) {
 
 func TestReportFailure(t *testing.T) {
 	p := newFakeProber()
-	p.delay = 20 * time.Millisecond // the targeted probe lands after the checks below
+	p.delay = 300 * time.Millisecond // the targeted probe lands after the checks below
 	a := Backend{"a:1", "c"}
 	o := manual(t, p, a)
 	p.set(a.Addr, primaryOK)
@@ -349,11 +349,14 @@ func TestReportFailureConfirmed(t *testing.T) {
 	o.runRound()
 	o.runRound()
 	p.set(a.Addr, down)
-	s := o.Snapshot()
 	o.ReportFailure(a.Addr)
-	s = o.Snapshot()
-	<-s.Changed() // the targeted probe's result
-	if v := o.Snapshot().Backend(a.Addr); v.State != StateNotServing || v.Reason != "confirmed: connection refused" {
+	// The targeted probe's result arrives in the background.
+	for deadline := time.Now().Add(5 * time.Second); o.Snapshot().Backend(a.Addr).Reason != "confirmed: connection refused"; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after a failed targeted probe: %+v", o.Snapshot().Backend(a.Addr))
+		}
+	}
+	if v := o.Snapshot().Backend(a.Addr); v.State != StateNotServing {
 		t.Fatalf("after a failed targeted probe: %+v", v)
 	}
 	// Down for real: Rise good probes to come back.
@@ -375,12 +378,16 @@ func TestCheckThrottled(t *testing.T) {
 	p.set(a.Addr, primaryOK)
 	o.runRound()
 	p.takeCounts()
-	s := o.Snapshot()
 	for range 50 {
 		o.Check(a.Addr) // Interval 2s: one targeted probe per 200ms at most
 	}
-	<-s.Changed()
-	time.Sleep(20 * time.Millisecond)
+	before := o.Snapshot().Backend(a.Addr).LastProbe
+	for deadline := time.Now().Add(5 * time.Second); !o.Snapshot().Backend(a.Addr).LastProbe.After(before); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("targeted probe result not applied")
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // a second probe, if Check let one through, would land
 	if n := p.takeCounts()[a.Addr]; n != 1 {
 		t.Errorf("50 Checks made %d probes, want 1", n)
 	}
