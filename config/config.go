@@ -139,6 +139,41 @@ type Cluster struct {
 	// HotLimit is the number of statements in flight on one backend above
 	// which new sessions start avoiding it. Default 64; 0 off.
 	HotLimit *int `yaml:"hot_limit"`
+	// Owner is the address of the cluster's owner process (gateway owner):
+	// where it listens and where gateways forward sequence and message
+	// statements. Empty: no owner; those statements fail with an error.
+	Owner string `yaml:"owner"`
+	// OwnerTables lists sequence and message tables besides the ones the
+	// owner finds by table comment.
+	OwnerTables OwnerTables `yaml:"owner_tables"`
+	// OwnerPoolSize bounds the gateway's connections to the owner. Default
+	// 16.
+	OwnerPoolSize int `yaml:"owner_pool_size"`
+	// OwnerTimeout bounds connecting to the owner, so statements for a
+	// down owner fail fast. Default 1s.
+	OwnerTimeout time.Duration `yaml:"owner_timeout"`
+	// AutoIncrement fills a column of INSERTs from a sequence.
+	AutoIncrement []AutoIncrement `yaml:"auto_increment"`
+}
+
+// OwnerTables are tables the owner serves, named "db.table".
+type OwnerTables struct {
+	// Sequences are Vitess-style sequence tables (one row id=0 with
+	// next_id and cache).
+	Sequences []string `yaml:"sequences"`
+	// Messages are Vitess-style message tables.
+	Messages []string `yaml:"messages"`
+}
+
+// AutoIncrement makes the gateway fill Column of INSERTs into Table from
+// Sequence when the column is missing or NULL.
+type AutoIncrement struct {
+	// Table is "db.table".
+	Table string `yaml:"table"`
+	// Column is the column to fill.
+	Column string `yaml:"column"`
+	// Sequence is the sequence table, "db.table".
+	Sequence string `yaml:"sequence"`
 }
 
 // Pool sizes one backend's connection pool.
@@ -246,6 +281,12 @@ func (c *Config) ApplyDefaults() {
 		}
 		if cl.HotLimit == nil {
 			cl.HotLimit = ptr(64)
+		}
+		if cl.OwnerPoolSize == 0 {
+			cl.OwnerPoolSize = 16
+		}
+		if cl.OwnerTimeout == 0 {
+			cl.OwnerTimeout = time.Second
 		}
 		p := &cl.Pool
 		if p.Size == 0 {
@@ -359,6 +400,37 @@ func (c *Config) Validate() error {
 		}
 		if *cl.HotLimit < 0 {
 			bad(k+".hot_limit", "must not be negative")
+		}
+		if cl.Owner != "" {
+			checkAddr(k+".owner", cl.Owner)
+		}
+		if cl.OwnerPoolSize < 1 {
+			bad(k+".owner_pool_size", "must be at least 1")
+		}
+		if cl.OwnerTimeout < 0 {
+			bad(k+".owner_timeout", "must not be negative")
+		}
+		checkQualified := func(key, name string) {
+			if i := strings.IndexByte(name, '.'); i <= 0 || i == len(name)-1 || strings.Count(name, ".") != 1 {
+				bad(key, "%q is not db.table", name)
+			}
+		}
+		for j, t := range cl.OwnerTables.Sequences {
+			checkQualified(fmt.Sprintf("%s.owner_tables.sequences[%d]", k, j), t)
+		}
+		for j, t := range cl.OwnerTables.Messages {
+			checkQualified(fmt.Sprintf("%s.owner_tables.messages[%d]", k, j), t)
+		}
+		for j, a := range cl.AutoIncrement {
+			ak := fmt.Sprintf("%s.auto_increment[%d]", k, j)
+			checkQualified(ak+".table", a.Table)
+			checkQualified(ak+".sequence", a.Sequence)
+			if a.Column == "" {
+				bad(ak+".column", "required")
+			}
+		}
+		if len(cl.AutoIncrement) > 0 && cl.Owner == "" {
+			bad(k+".auto_increment", "needs an owner: set %s.owner", k)
 		}
 		p := cl.Pool
 		if p.Size < 1 {

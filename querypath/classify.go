@@ -223,10 +223,18 @@ func (c *Classifier) fast(st *stmt, depth int) (r Route, ok bool) {
 			r = st.base()
 			r.Pin |= PinLastResult
 			r.Table = insertTable(st)
+			r.DML = DMLInsert
 			return r, true
-		case kwEq(w, "UPDATE"), kwEq(w, "DELETE"):
+		case kwEq(w, "UPDATE"):
 			r = st.base()
 			r.Pin |= PinLastResult
+			r.Table = updateTable(st)
+			r.DML = DMLUpdate
+			return r, true
+		case kwEq(w, "DELETE"):
+			r = st.base()
+			r.Pin |= PinLastResult
+			r.DML = DMLDelete
 			return r, true
 		case kwEq(w, "COMMIT"):
 			return txnRoute(st, KindCommit), true
@@ -237,6 +245,7 @@ func (c *Classifier) fast(st *stmt, depth int) (r Route, ok bool) {
 			r = st.base()
 			r.Pin |= PinLastResult
 			r.Table = insertTable(st)
+			r.DML = DMLReplace
 			return r, true
 		case kwEq(w, "EXPLAIN"):
 			return explainRoute(st), true
@@ -408,6 +417,23 @@ func insertTable(st *stmt) string {
 	}
 	name, _, ok := st.tableName(i)
 	if !ok {
+		return ""
+	}
+	return name
+}
+
+// updateTable returns the table of a single-table UPDATE, or "" (several
+// tables, a join, or a name the lexer cannot read).
+func updateTable(st *stmt) string {
+	i := 1
+	for ; i < st.n; i++ {
+		w := st.word(i)
+		if !kwEq(w, "LOW_PRIORITY") && !kwEq(w, "IGNORE") {
+			break
+		}
+	}
+	name, next, ok := st.tableName(i)
+	if !ok || !st.kw(next, "SET") {
 		return ""
 	}
 	return name

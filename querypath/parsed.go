@@ -48,7 +48,24 @@ func (c *Classifier) astRoute(node sqlparser.Statement, st *stmt, depth int) Rou
 		if t, ok := n.Table.Expr.(sqlparser.TableName); ok {
 			r.Table = qualifiedName(t)
 		}
-	case *sqlparser.Update, *sqlparser.Delete, *sqlparser.CallProc:
+		r.DML = DMLInsert
+		if n.Action == sqlparser.ReplaceAct {
+			r.DML = DMLReplace
+		}
+	case *sqlparser.Update:
+		r.Pin |= PinLastResult
+		r.DML = DMLUpdate
+		if len(n.TableExprs) == 1 {
+			if at, ok := n.TableExprs[0].(*sqlparser.AliasedTableExpr); ok {
+				if t, ok := at.Expr.(sqlparser.TableName); ok {
+					r.Table = qualifiedName(t)
+				}
+			}
+		}
+	case *sqlparser.Delete:
+		r.Pin |= PinLastResult
+		r.DML = DMLDelete
+	case *sqlparser.CallProc:
 		r.Pin |= PinLastResult
 	case *sqlparser.Load:
 		r.Pin |= PinLastResult

@@ -75,6 +75,22 @@ func (k Kind) String() string {
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
+// DML is the verb of a data-changing statement.
+type DML uint8
+
+const (
+	// DMLNone is any other statement.
+	DMLNone DML = iota
+	// DMLInsert is INSERT.
+	DMLInsert
+	// DMLReplace is REPLACE.
+	DMLReplace
+	// DMLUpdate is UPDATE.
+	DMLUpdate
+	// DMLDelete is DELETE.
+	DMLDelete
+)
+
 // Pin is a set of reasons a session must stay on its backend connection. The
 // zero value is the empty set.
 type Pin uint16
@@ -213,10 +229,14 @@ type Route struct {
 	// Database is the default database of a KindUse, unquoted; a Vitess-style
 	// target such as "db@replica" is kept verbatim.
 	Database string
-	// Table is the target of a KindSequence or KindStream, and of an INSERT or
-	// REPLACE when the fast path finds it: the name as written, unquoted,
-	// qualified ("ks.t") when the statement qualifies it.
+	// Table is the target of a KindSequence or KindStream, of an INSERT or
+	// REPLACE, and of a single-table UPDATE: the name as written, unquoted,
+	// qualified ("ks.t") when the statement qualifies it. Empty when the
+	// classifier cannot tell.
 	Table string
+	// DML says which data-changing statement this is (INSERT, REPLACE,
+	// UPDATE, DELETE); DMLNone for everything else and for batches.
+	DML DML
 	// Count is the number of values a KindSequence asks for: n of NEXT n VALUES
 	// (zero or negative kept as written, so the caller can report the error),
 	// 1 for NEXT VALUE, 0 when n is a '?' placeholder.
