@@ -82,6 +82,12 @@ type Relay struct {
 	// so the caller may retry the statement on another server or send the
 	// error itself.
 	HoldReadOnly bool
+	// OverrideTxn, when set, replaces the transaction bits (in
+	// transaction, autocommit, read-only transaction) of every OK and EOF
+	// status with TxnStatus's: for answers from a server other than the
+	// one holding the client's transaction (the owner process).
+	OverrideTxn bool
+	TxnStatus   uint16
 	// scratch holds packets the relay builds itself.
 	scratch [16]byte
 	// sent counts packets written to the client in this Run.
@@ -221,6 +227,10 @@ func (r *Relay) Run(client, backend *Conn, kind ResponseKind) (res Result, err e
 				if !good {
 					return res, &BackendError{ErrMalformed}
 				}
+				if r.OverrideTxn {
+					ok.Status = r.txnStatus(ok.Status)
+					setOKStatus(p, ok.Status)
+				}
 				res.OK, res.Status, res.Warnings = ok, ok.Status, ok.Warnings
 				if kind != ResponseQuery || ok.Status&StatusMoreResults == 0 {
 					state = stDone
@@ -270,6 +280,10 @@ func (r *Relay) Run(client, backend *Conn, kind ResponseKind) (res Result, err e
 				return res, &BackendError{ErrMalformed}
 			}
 			res.Warnings, res.Status = ParseEOF(p)
+			if r.OverrideTxn {
+				res.Status = r.txnStatus(res.Status)
+				setEOFStatus(p, res.Status)
+			}
 			next := stRows
 			switch state {
 			case stParamsEOF:
@@ -332,6 +346,10 @@ func (r *Relay) afterPrepareOK(params, columns uint64, remaining *uint64) int {
 // whether more results follow.
 func (r *Relay) finishEOF(client, backend *Conn, p []byte, res *Result, state *int, deprecateEOF, single bool) error {
 	res.Warnings, res.Status = ParseEOF(p)
+	if r.OverrideTxn {
+		res.Status = r.txnStatus(res.Status)
+		setEOFStatus(p, res.Status)
+	}
 	n := len(p)
 	if single || res.Status&StatusMoreResults == 0 {
 		*state = stDone
@@ -435,4 +453,32 @@ func eofErr(err error) error {
 		return io.ErrUnexpectedEOF
 	}
 	return err
+}
+
+// txnMask is the status bits OverrideTxn replaces.
+const txnMask = StatusInTrans | StatusAutocommit | StatusInTransReadonly
+
+// txnStatus applies OverrideTxn to a status.
+func (r *Relay) txnStatus(s uint16) uint16 { return s&^txnMask | r.TxnStatus&txnMask }
+
+// setOKStatus writes status into an OK packet's payload in place.
+func setOKStatus(p []byte, status uint16) {
+	i := 1
+	for range 2 { // affected rows, last insert id
+		_, n, ok := readLenEnc(p[i:])
+		if !ok {
+			return
+		}
+		i += n
+	}
+	if len(p) >= i+2 {
+		binary.LittleEndian.PutUint16(p[i:], status)
+	}
+}
+
+// setEOFStatus writes status into an EOF packet's payload in place.
+func setEOFStatus(p []byte, status uint16) {
+	if len(p) >= 5 {
+		binary.LittleEndian.PutUint16(p[3:], status)
+	}
 }

@@ -322,3 +322,41 @@ func TestRelayHoldReadOnly(t *testing.T) {
 		}
 	}
 }
+
+func TestRelayOverrideTxn(t *testing.T) {
+	okPkt := append(AppendOK(nil, OK{AffectedRows: 300, LastInsertID: 70000, Status: StatusAutocommit | StatusMoreResults}), "info"...)
+	rows := [][]byte{{1}, colDef("nextval"), eofPkt(0, StatusAutocommit), textRow("5"), eofPkt(0, StatusAutocommit)}
+	in := append(packets(1, okPkt), packets(2, rows...)...)
+	for _, deprecate := range []bool{false, true} {
+		caps := CapProtocol41
+		if deprecate {
+			caps |= CapDeprecateEOF
+		}
+		var toClient bytes.Buffer
+		client := NewConn(&memConn{r: bytes.NewReader(nil), w: &toClient}, 4096, 4096)
+		backend := NewConn(&memConn{r: bytes.NewReader(in), w: io.Discard}, 4096, 4096)
+		client.SetSeq(1)
+		backend.SetSeq(1)
+		r := &Relay{ClientCaps: caps, OverrideTxn: true, TxnStatus: StatusInTrans}
+		res, err := r.Run(client, backend, ResponseQuery)
+		if err != nil || res.Status != StatusInTrans {
+			t.Fatalf("deprecate %v: err %v status %#x", deprecate, err, res.Status)
+		}
+		_, payloads := splitPackets(t, toClient.Bytes())
+		ok, good := ParseOK(payloads[0])
+		if !good || ok.Status != StatusInTrans|StatusMoreResults || ok.AffectedRows != 300 || ok.LastInsertID != 70000 || !bytes.HasSuffix(payloads[0], []byte("info")) {
+			t.Errorf("deprecate %v: OK rewritten to %+v", deprecate, ok)
+		}
+		last := payloads[len(payloads)-1]
+		var status uint16
+		if deprecate {
+			o, _ := ParseOK(append([]byte{okHeader}, last[1:]...))
+			status = o.Status
+		} else {
+			_, status = ParseEOF(last)
+		}
+		if status != StatusInTrans {
+			t.Errorf("deprecate %v: final status %#x", deprecate, status)
+		}
+	}
+}
