@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/directgate/directgate/config"
+	"github.com/directgate/directgate/forward"
 	"github.com/directgate/directgate/healthcheck"
 	"github.com/directgate/directgate/pools"
 	"github.com/directgate/directgate/wire"
@@ -137,18 +138,117 @@ type cluster struct {
 	// greeting of the first connection, for the version and collation
 	// the gateway announces.
 	greeting atomic.Pointer[wire.Greeting]
+
+	// fwd forwards sequence and message statements to the cluster's
+	// owner; nil without one.
+	fwd *forward.Forwarder
+	// autoInc maps "db.table" (lower case) to its auto_increment setting.
+	autoInc atomic.Pointer[map[string]*config.AutoIncrement]
+	// columns caches tables' column names in order, for INSERTs without
+	// a column list into auto_increment tables.
+	colMu   sync.Mutex
+	columns map[string][]string
 }
 
-func newCluster(cfg config.Cluster, log hclog.Logger) (*cluster, error) {
+func newCluster(cfg config.Cluster, log hclog.Logger, refresh time.Duration) (*cluster, error) {
 	c := &cluster{name: cfg.Name, log: log}
 	c.conf.Store(&cfg)
+	c.setAutoIncrement(cfg.AutoIncrement)
 	empty := map[string]*backend{}
 	c.backends.Store(&empty)
 	if _, err := c.setBackends(cfg.Backends); err != nil {
 		c.close()
 		return nil, err
 	}
+	if cfg.Owner != "" {
+		fwd, err := forward.New(forward.Config{
+			Cluster: cfg.Name, Addr: cfg.Owner,
+			User: cfg.BackendUser, Password: cfg.BackendPassword,
+			PoolSize: cfg.OwnerPoolSize, Timeout: cfg.OwnerTimeout, Refresh: refresh,
+			Sequences: cfg.OwnerTables.Sequences, Messages: cfg.OwnerTables.Messages,
+			Logger: log.Named("owner"),
+		})
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+		c.fwd = fwd
+	}
 	return c, nil
+}
+
+// setAutoIncrement installs the auto_increment settings and forgets the
+// cached column lists.
+func (c *cluster) setAutoIncrement(list []config.AutoIncrement) {
+	m := make(map[string]*config.AutoIncrement, len(list))
+	for i := range list {
+		m[strings.ToLower(list[i].Table)] = &list[i]
+	}
+	c.autoInc.Store(&m)
+	c.colMu.Lock()
+	c.columns = nil
+	c.colMu.Unlock()
+}
+
+// autoIncrement returns the auto_increment setting of table "db.table"
+// (lower case), or nil.
+func (c *cluster) autoIncrement(table string) *config.AutoIncrement {
+	m := *c.autoInc.Load()
+	if len(m) == 0 {
+		return nil
+	}
+	return m[table]
+}
+
+// tableColumns returns the columns of table "db.table" in order, asking
+// the primary the first time.
+func (c *cluster) tableColumns(ss *Session, table string) ([]string, error) {
+	c.colMu.Lock()
+	cols, ok := c.columns[table]
+	c.colMu.Unlock()
+	if ok {
+		return cols, nil
+	}
+	be, err := ss.primaryBackend(ss.srv.health.Snapshot(), c.conf.Load(), "", false)
+	if err != nil {
+		return nil, err
+	}
+	p, err := be.pool(false)
+	if err != nil {
+		return nil, err
+	}
+	l, err := p.Acquire(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	db, t, _ := strings.Cut(table, ".")
+	err = l.Conn().QueryRows("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '"+
+		strings.ReplaceAll(db, "'", "''")+"' AND TABLE_NAME = '"+strings.ReplaceAll(t, "'", "''")+"' ORDER BY ORDINAL_POSITION", func(row [][]byte) {
+		if len(row) == 1 {
+			cols = append(cols, string(row[0]))
+		}
+	})
+	var sqlErr *wire.SQLError
+	switch {
+	case err == nil:
+		l.Release()
+	case errors.As(err, &sqlErr):
+		l.Release()
+		return nil, err
+	default:
+		l.Destroy()
+		return nil, backendLost(be.addr, err)
+	}
+	if len(cols) == 0 {
+		return nil, wire.NewError(1146, "42S02", "Table '%s' doesn't exist", table)
+	}
+	c.colMu.Lock()
+	if c.columns == nil {
+		c.columns = map[string][]string{}
+	}
+	c.columns[table] = cols
+	c.colMu.Unlock()
+	return cols, nil
 }
 
 // setBackends makes addrs the cluster's backends: new ones get pools
@@ -247,8 +347,11 @@ func (c *cluster) dial(ctx context.Context, be *backend, foundRows bool) (*backe
 	}, nil
 }
 
-// close closes every pool of the cluster.
+// close closes every pool of the cluster and its owner forwarder.
 func (c *cluster) close() {
+	if c.fwd != nil {
+		c.fwd.Close()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, be := range *c.backends.Load() {

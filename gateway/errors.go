@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/directgate/directgate/forward"
 	"github.com/directgate/directgate/pools"
 	"github.com/directgate/directgate/wire"
 )
@@ -32,8 +33,11 @@ func toClientError(err error) *wire.SQLError {
 	var dialErr *dialError
 	var backendErr *wire.BackendError
 	var splitBrain *splitBrainError
+	var ownerErr *forward.OwnerError
 	var noPrimary *noPrimaryError
 	switch {
+	case errors.As(err, &ownerErr):
+		return wire.NewError(crConnHostError, "HY000", "Can't connect to the owner: %s; sequence and message statements need `gateway owner` running for the cluster, other statements are not affected", ownerErr.Error())
 	case errors.As(err, &splitBrain):
 		return wire.NewError(wire.ErOptionPreventsStatement, "HY000", "The gateway refuses this statement: %s; writes resume when exactly one backend has read_only=OFF (set read_only=ON on all but the primary)", splitBrain.Error())
 	case errors.As(err, &noPrimary):

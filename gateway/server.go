@@ -15,6 +15,7 @@ import (
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
 	"github.com/hashicorp/go-hclog"
+	"vitess.io/vitess/go/vt/sqlparser"
 )
 
 // Server accepts MySQL client connections and serves them through the
@@ -23,6 +24,8 @@ type Server struct {
 	cfg        *config.Config
 	log        hclog.Logger
 	classifier *querypath.Classifier
+	// parser rewrites INSERTs into auto_increment tables.
+	parser *sqlparser.Parser
 	// users may log in; a reload swaps the map.
 	users atomic.Pointer[map[string]config.User]
 	// clusters never change after New; clusterNames keeps their order.
@@ -53,7 +56,12 @@ func New(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	parser, err := sqlparser.New(sqlparser.Options{MySQLServerVersion: "10.11.0-MariaDB"})
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
+		parser:     parser,
 		cfg:        cfg,
 		log:        log,
 		classifier: cl,
@@ -64,7 +72,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	}
 	s.setUsers(cfg.Users)
 	for _, c := range cfg.Clusters {
-		cl, err := newCluster(c, log.Named("cluster").With("cluster", c.Name))
+		cl, err := newCluster(c, log.Named("cluster").With("cluster", c.Name), cfg.Health.Interval)
 		if err != nil {
 			s.closeClusters()
 			return nil, fmt.Errorf("cluster %s: %w", c.Name, err)
@@ -169,6 +177,10 @@ func (s *Server) Reload(cfg *config.Config) error {
 		for _, be := range removed {
 			s.log.Info("backend removed by reload; its pool drains and closes", "cluster", c.Name, "backend", be.addr)
 			be.close()
+		}
+		cl.setAutoIncrement(c.AutoIncrement)
+		if c.Owner != before.Owner {
+			s.log.Warn("the owner address changes only with a restart", "cluster", c.Name, "running", before.Owner, "file", c.Owner)
 		}
 	}
 	s.setUsers(cfg.Users)

@@ -109,6 +109,9 @@ type Session struct {
 	lastInsertID uint64
 
 	busy atomic.Bool
+	// streaming is set while the session relays a STREAM: it is busy
+	// forever, and shutdown interrupts it like an idle session.
+	streaming atomic.Bool
 	// owner is the logged-in user's name, read by KILL from other sessions.
 	owner atomic.Pointer[string]
 	// inFlight is the backend connection of the statement being relayed,
@@ -164,7 +167,7 @@ func (ss *Session) nextState() { ss.stateID = ss.srv.stateIDs.Add(1) }
 // interruptIfIdle wakes a session waiting for its next command so it sees
 // the shutdown; a busy session sees it after its statement.
 func (ss *Session) interruptIfIdle() {
-	if !ss.busy.Load() {
+	if !ss.busy.Load() || ss.streaming.Load() {
 		_ = ss.nc.SetReadDeadline(time.Now())
 	}
 }
@@ -307,6 +310,14 @@ func (ss *Session) comQuery(p []byte) error {
 	route := ss.srv.classifier.Classify(sql)
 	if handled, err := ss.runLocal(route); handled {
 		return err
+	}
+	switch or, ai := ss.routeOwner(route); or {
+	case ownerForward:
+		return ss.forwardOwner(p)
+	case ownerStream:
+		return ss.streamOwner(p)
+	case ownerAutoIncrement:
+		return ss.autoIncrementInsert(sql, route, ai)
 	}
 	if route.Kind == querypath.KindUse && !route.MultiStatement {
 		if db, t, ok := splitTarget(route.Database); ok {

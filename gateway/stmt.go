@@ -134,6 +134,9 @@ func (ss *Session) comStmtPrepare(p []byte) error {
 		return ss.writeErr(wire.NewError(1461, "42000", "Can't create more than max_prepared_stmt_count statements: this session's prepared statements already hold %d bytes; close statements you no longer use", ss.stmtBytes))
 	}
 	route := ss.srv.classifier.Classify(sql)
+	if or, _ := ss.routeOwner(route); or == ownerStream || or == ownerForward && route.Kind == querypath.KindSequence {
+		return ss.writeErr(wire.NewError(1295, "HY000", "This command is not supported in the prepared statement protocol yet: send SELECT NEXT ... VALUES and STREAM as text queries"))
+	}
 	// Prepared where the statement will run: a read may be prepared on a
 	// replica (the metadata is the same).
 	conn, err := ss.backend(route, "", false)

@@ -1,0 +1,229 @@
+package gateway
+
+import (
+	"errors"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"vitess.io/vitess/go/vt/sqlparser"
+
+	"github.com/directgate/directgate/config"
+	"github.com/directgate/directgate/forward"
+	"github.com/directgate/directgate/querypath"
+	"github.com/directgate/directgate/wire"
+)
+
+// ownerRoute says whether a statement goes to the cluster's owner, and how.
+type ownerRoute uint8
+
+const (
+	ownerNone ownerRoute = iota
+	ownerForward
+	ownerStream
+	ownerAutoIncrement
+)
+
+// routeOwner decides whether route needs the owner: SELECT NEXT ... VALUES
+// FROM a sequence table, STREAM, INSERTs into and acks (UPDATEs) of
+// message tables, and INSERTs into tables whose column is filled from a
+// sequence (auto_increment in the config). MariaDB's own NEXT VALUE FOR
+// goes to the primary.
+func (ss *Session) routeOwner(route querypath.Route) (ownerRoute, *config.AutoIncrement) {
+	switch {
+	case route.Kind == querypath.KindSequence && !route.NativeSyntax:
+		return ownerForward, nil
+	case route.Kind == querypath.KindStream:
+		return ownerStream, nil
+	case route.Table == "" || route.DML != querypath.DMLInsert && route.DML != querypath.DMLUpdate:
+		return ownerNone, nil
+	}
+	c := ss.cluster
+	if c.fwd == nil {
+		return ownerNone, nil
+	}
+	name := ss.ownerName(route.Table)
+	if c.fwd.Tables().Kind(name) == forward.KindMessage {
+		return ownerForward, nil
+	}
+	if route.DML == querypath.DMLInsert {
+		if ai := c.autoIncrement(name); ai != nil {
+			return ownerAutoIncrement, ai
+		}
+	}
+	return ownerNone, nil
+}
+
+// ownerName qualifies a table name with the session's database, lower case.
+func (ss *Session) ownerName(table string) string {
+	if !strings.Contains(table, ".") {
+		table = ss.db + "." + table
+	}
+	return strings.ToLower(table)
+}
+
+// noOwner is the error for owner statements in a cluster without one.
+func (ss *Session) noOwner() *wire.SQLError {
+	return wire.NewError(1235, "42000", "This version of the gateway doesn't yet support sequence and message statements without an owner: set clusters[].owner for cluster %s and run `gateway owner`", ss.cluster.name)
+}
+
+// forwardOwner sends a statement to the owner and relays its answer. The
+// session's backend connection and pins are untouched: a session in a
+// transaction gets its answer, with its own transaction status.
+func (ss *Session) forwardOwner(p []byte) error {
+	fwd := ss.cluster.fwd
+	if fwd == nil {
+		return ss.writeErr(ss.noOwner())
+	}
+	ss.relay.ClientCaps = ss.caps
+	ss.relay.OverrideTxn, ss.relay.TxnStatus = true, ss.status
+	res, err := fwd.Forward(&ss.relay, ss.client, ss.db, p, wire.ResponseQuery)
+	ss.relay.OverrideTxn = false
+	return ss.ownerDone(res, err)
+}
+
+// ownerDone finishes an owner statement: the owner's errors pass through,
+// a failure to reach it becomes a clear error.
+func (ss *Session) ownerDone(res wire.Result, err error) error {
+	if err == nil {
+		if res.Err == nil && res.OK.LastInsertID != 0 {
+			ss.lastInsertID = res.OK.LastInsertID
+		}
+		return nil
+	}
+	var ce *wire.ClientError
+	if errors.As(err, &ce) {
+		return err
+	}
+	ss.log.Warn("owner statement failed", "owner", ss.cluster.fwd.Addr(), "error", err)
+	return ss.writeErr(toClientError(err))
+}
+
+// streamOwner relays STREAM * FROM t, a result that does not end, until
+// the client goes away, the owner fails, or the gateway shuts down. The
+// client connection is watched for its end while the stream runs.
+func (ss *Session) streamOwner(p []byte) error {
+	fwd := ss.cluster.fwd
+	if fwd == nil {
+		return ss.writeErr(ss.noOwner())
+	}
+	stop := make(chan struct{})
+	var ending, clientGone atomic.Bool
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		var b [1]byte
+		_, err := ss.nc.Read(b[:])
+		if ending.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+			return // the stream ended first: the watch is over
+		}
+		// The client closed, sent something mid-stream, or shutdown
+		// interrupted it: end the stream.
+		clientGone.Store(!errors.Is(err, os.ErrDeadlineExceeded))
+		close(stop)
+	}()
+	ss.streaming.Store(true)
+	ss.relay.ClientCaps = ss.caps
+	ss.relay.OverrideTxn, ss.relay.TxnStatus = true, ss.status
+	res, err := fwd.Stream(&ss.relay, ss.client, ss.db, p, stop)
+	ss.relay.OverrideTxn = false
+	ss.streaming.Store(false)
+	ending.Store(true)
+	_ = ss.nc.SetReadDeadline(time.Now())
+	<-watched
+	_ = ss.nc.SetReadDeadline(time.Time{})
+	if clientGone.Load() {
+		return io.EOF
+	}
+	select {
+	case <-stop:
+		// Shutdown: tell the client why its stream ended.
+		if res.Packets > 0 {
+			return ss.writeErr(wire.NewError(erServerShutdown, "08S01", "Server shutdown in progress: the gateway is stopping, reconnect and STREAM again"))
+		}
+	default:
+	}
+	return ss.ownerDone(res, err)
+}
+
+// autoIncrementInsert fills ai.Column of an INSERT from the sequence: rows
+// where the column is missing or NULL get consecutive values reserved from
+// the owner, the first wrapped in LAST_INSERT_ID() so the OK packet's insert
+// id and LAST_INSERT_ID() report it, as MySQL does for AUTO_INCREMENT. The
+// rewritten statement then runs like any other.
+func (ss *Session) autoIncrementInsert(sql string, route querypath.Route, ai *config.AutoIncrement) error {
+	stmt, err := ss.srv.parser.Parse(sql)
+	if err != nil {
+		// Let the backend report its own syntax error.
+		return ss.run(append([]byte{wire.ComQuery}, sql...), route, wire.ResponseQuery)
+	}
+	ins, ok := stmt.(*sqlparser.Insert)
+	if !ok {
+		return ss.run(append([]byte{wire.ComQuery}, sql...), route, wire.ResponseQuery)
+	}
+	rows, ok := ins.Rows.(sqlparser.Values)
+	if !ok {
+		// INSERT ... SELECT: the values are not known here.
+		return ss.run(append([]byte{wire.ComQuery}, sql...), route, wire.ResponseQuery)
+	}
+	col := -1
+	for i, c := range ins.Columns {
+		if strings.EqualFold(c.String(), ai.Column) {
+			col = i
+		}
+	}
+	if len(ins.Columns) == 0 {
+		// No column list: values follow the table's column order.
+		cols, err := ss.cluster.tableColumns(ss, ss.ownerName(route.Table))
+		if err != nil {
+			return ss.writeErr(toClientError(err))
+		}
+		for i, c := range cols {
+			if strings.EqualFold(c, ai.Column) {
+				col = i
+			}
+		}
+		if col < 0 {
+			return ss.writeErr(wire.NewError(1054, "42S22", "Unknown column '%s' in 'field list': auto_increment of %s names a column the table lacks", ai.Column, ai.Table))
+		}
+	}
+	var fill []int
+	for i, row := range rows {
+		if col < 0 || col >= len(row) {
+			fill = append(fill, i)
+			continue
+		}
+		if _, isNull := row[col].(*sqlparser.NullVal); isNull {
+			fill = append(fill, i)
+		}
+	}
+	if len(fill) == 0 {
+		return ss.run(append([]byte{wire.ComQuery}, sql...), route, wire.ResponseQuery)
+	}
+	if ss.cluster.fwd == nil {
+		return ss.writeErr(ss.noOwner())
+	}
+	first, err := ss.cluster.fwd.NextValues(ai.Sequence, int64(len(fill)))
+	if err != nil {
+		return ss.ownerDone(wire.Result{}, err)
+	}
+	if col < 0 {
+		ins.Columns = append(ins.Columns, sqlparser.NewIdentifierCI(ai.Column))
+		for i := range rows {
+			rows[i] = append(rows[i], &sqlparser.NullVal{})
+		}
+		col = len(ins.Columns) - 1
+	}
+	for k, i := range fill {
+		v := sqlparser.Expr(sqlparser.NewIntLiteral(strconv.FormatInt(first+int64(k), 10)))
+		if k == 0 {
+			v = &sqlparser.FuncExpr{Name: sqlparser.NewIdentifierCI("LAST_INSERT_ID"), Exprs: []sqlparser.Expr{v}}
+		}
+		rows[i][col] = v
+	}
+	rewritten := sqlparser.String(ins)
+	return ss.run(append([]byte{wire.ComQuery}, rewritten...), route, wire.ResponseQuery)
+}
