@@ -34,9 +34,12 @@ type Config struct {
 	// (the largest packet a client may send; larger ones close the client
 	// with error 1153).
 	MaxAllowedPacket int `yaml:"max_allowed_packet"`
-	// ShutdownTimeout bounds how long SIGTERM waits for statements in
-	// flight. Default 10s.
-	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// DrainTimeout bounds how long SIGTERM waits for statements in flight
+	// and open transactions to end. Default 10s.
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	// MaxClientConnections bounds the client connections the gateway
+	// serves at once; more get error 1040. Default 10000.
+	MaxClientConnections int `yaml:"max_client_connections"`
 	// ServerVersion is announced to clients. Default: the version of the
 	// first backend reached at start, else "10.11.0-MariaDB-directgate".
 	ServerVersion string `yaml:"server_version"`
@@ -58,6 +61,9 @@ type User struct {
 	Password string `yaml:"password"`
 	// Cluster the user's sessions go to. Default: the first cluster.
 	Cluster string `yaml:"cluster"`
+	// MaxConnections bounds this user's client connections at once; more
+	// get error 1203. 0: no limit beyond max_client_connections.
+	MaxConnections int `yaml:"max_connections"`
 }
 
 // Health configures discovery: the background loop that probes every
@@ -241,8 +247,11 @@ func (c *Config) ApplyDefaults() {
 	if c.MaxAllowedPacket == 0 {
 		c.MaxAllowedPacket = 64 << 20
 	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = 10 * time.Second
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 10 * time.Second
+	}
+	if c.MaxClientConnections == 0 {
+		c.MaxClientConnections = 10000
 	}
 	for i := range c.Users {
 		if c.Users[i].Cluster == "" && len(c.Clusters) > 0 {
@@ -341,8 +350,11 @@ func (c *Config) Validate() error {
 	if c.MaxAllowedPacket < 1024 || c.MaxAllowedPacket > 1<<30 {
 		bad("max_allowed_packet", "%d is outside 1024..1073741824", c.MaxAllowedPacket)
 	}
-	if c.ShutdownTimeout < 0 {
-		bad("shutdown_timeout", "must not be negative")
+	if c.DrainTimeout < 0 {
+		bad("drain_timeout", "must not be negative")
+	}
+	if c.MaxClientConnections < 1 {
+		bad("max_client_connections", "must be at least 1")
 	}
 	if c.Health.Interval < 10*time.Millisecond {
 		bad("health.interval", "must be at least 10ms")
@@ -467,6 +479,9 @@ func (c *Config) Validate() error {
 			bad(k+".user", "%q is listed twice", u.User)
 		}
 		users[u.User] = true
+		if u.MaxConnections < 0 {
+			bad(k+".max_connections", "must not be negative")
+		}
 		if u.Cluster != "" && !names[u.Cluster] {
 			bad(k+".cluster", "no cluster is named %q", u.Cluster)
 		}

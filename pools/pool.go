@@ -162,16 +162,17 @@ func (c Config[T]) withDefaults() (Config[T], error) {
 // Pool is a round-robin pool of connections of type T to one backend. It
 // is safe for concurrent use. Build it with New and end it with Close.
 type Pool[T Conn] struct {
-	name           string
-	dial           func(ctx context.Context) (T, error)
-	prepare        func(ctx context.Context, c T) (bool, error)
-	log            hclog.Logger
-	maxDials       int
-	idleTimeout    time.Duration // 0: never
-	maxLifetime    time.Duration // 0: never
-	acquireTimeout time.Duration
-	dialTimeout    time.Duration
-	limit          int // upper bound of size; cap(idle) and puddle's MaxSize
+	name     string
+	dial     func(ctx context.Context) (T, error)
+	prepare  func(ctx context.Context, c T) (bool, error)
+	log      hclog.Logger
+	maxDials int
+	// The timeouts may change at run time (SetTimeouts); nanoseconds.
+	idleTimeoutNs    atomic.Int64 // 0: never
+	maxLifetimeNs    atomic.Int64 // 0: never
+	acquireTimeoutNs atomic.Int64
+	dialTimeoutNs    atomic.Int64
+	limit            int // upper bound of size; cap(idle) and puddle's MaxSize
 
 	pp *puddle.Pool[*Lease[T]]
 
@@ -248,24 +249,21 @@ func New[T Conn](cfg Config[T]) (*Pool[T], error) {
 	}
 	limit := max(cfg.Size, minSizeLimit)
 	p := &Pool[T]{
-		name:           cfg.Name,
-		dial:           cfg.Dial,
-		prepare:        cfg.Prepare,
-		log:            cfg.Logger.With("pool", cfg.Name),
-		maxDials:       cfg.MaxDials,
-		idleTimeout:    cfg.IdleTimeout,
-		maxLifetime:    cfg.MaxLifetime,
-		acquireTimeout: cfg.AcquireTimeout,
-		dialTimeout:    cfg.DialTimeout,
-		limit:          limit,
-		idle:           make(chan *Lease[T], limit),
-		room:           make(chan struct{}, 1),
-		kick:           make(chan struct{}, 1),
-		closec:         make(chan struct{}),
-		done:           make(chan struct{}),
-		size:           cfg.Size,
-		minIdle:        cfg.MinIdle,
+		name:     cfg.Name,
+		dial:     cfg.Dial,
+		prepare:  cfg.Prepare,
+		log:      cfg.Logger.With("pool", cfg.Name),
+		maxDials: cfg.MaxDials,
+		limit:    limit,
+		idle:     make(chan *Lease[T], limit),
+		room:     make(chan struct{}, 1),
+		kick:     make(chan struct{}, 1),
+		closec:   make(chan struct{}),
+		done:     make(chan struct{}),
+		size:     cfg.Size,
+		minIdle:  cfg.MinIdle,
 	}
+	p.storeTimeouts(cfg)
 	p.baseCtx, p.cancelBase = context.WithCancel(context.Background())
 	p.pp, err = puddle.NewPool(&puddle.Config[*Lease[T]]{
 		Constructor: p.construct,
@@ -379,10 +377,10 @@ func (p *Pool[T]) acquireSlow(ctx context.Context) (*Lease[T], error) {
 // getTimer returns a timer running for AcquireTimeout.
 func (p *Pool[T]) getTimer() *time.Timer {
 	if t, ok := p.timers.Get().(*time.Timer); ok {
-		t.Reset(p.acquireTimeout)
+		t.Reset(p.acquireTimeout())
 		return t
 	}
-	return time.NewTimer(p.acquireTimeout)
+	return time.NewTimer(p.acquireTimeout())
 }
 
 // putTimer stops t and keeps it for reuse. Since Go 1.23 a stopped timer's
@@ -500,7 +498,7 @@ func (p *Pool[T]) dialOne(ctx context.Context, result chan<- error) {
 // puddle's Close); we replace the cancellation with DialTimeout and the
 // pool's Close.
 func (p *Pool[T]) construct(pctx context.Context) (l *Lease[T], err error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(pctx), p.dialTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(pctx), p.dialTimeout())
 	defer cancel()
 	stop := context.AfterFunc(p.baseCtx, cancel)
 	defer stop()
@@ -516,9 +514,9 @@ func (p *Pool[T]) construct(pctx context.Context) (l *Lease[T], err error) {
 	}
 	now := time.Now()
 	l = &Lease[T]{p: p, conn: c, created: now, idleSince: now}
-	if p.maxLifetime > 0 {
-		jitter := time.Duration(rand.Int64N(int64(p.maxLifetime/10) + 1))
-		l.expires = now.Add(p.maxLifetime - jitter)
+	if life := p.maxLifetime(); life > 0 {
+		jitter := time.Duration(rand.Int64N(int64(life/10) + 1))
+		l.expires = now.Add(life - jitter)
 	}
 	return l, nil
 }
@@ -700,11 +698,11 @@ func (p *Pool[T]) spawn(what string, fn func()) {
 // checkInterval is how often the maintenance loop runs.
 func (p *Pool[T]) checkInterval() time.Duration {
 	iv := maxCheckInterval
-	if p.idleTimeout > 0 {
-		iv = min(iv, p.idleTimeout/2)
+	if idle := p.idleTimeout(); idle > 0 {
+		iv = min(iv, idle/2)
 	}
-	if p.maxLifetime > 0 {
-		iv = min(iv, p.maxLifetime/4)
+	if life := p.maxLifetime(); life > 0 {
+		iv = min(iv, life/4)
 	}
 	return max(iv, minCheckInterval)
 }
@@ -714,6 +712,7 @@ func (p *Pool[T]) checkInterval() time.Duration {
 func (p *Pool[T]) maintain() {
 	t := time.NewTicker(p.checkInterval())
 	defer t.Stop()
+	iv := p.checkInterval()
 	for {
 		p.evict()
 		p.fill()
@@ -723,8 +722,47 @@ func (p *Pool[T]) maintain() {
 		case <-t.C:
 		case <-p.kick:
 		}
+		if next := p.checkInterval(); next != iv { // SetTimeouts changed it
+			iv = next
+			t.Reset(iv)
+		}
 	}
 }
+
+// Timeouts are the durations SetTimeouts changes; the meaning of zero and
+// negative values is Config's.
+type Timeouts struct {
+	IdleTimeout, MaxLifetime, AcquireTimeout, DialTimeout time.Duration
+}
+
+// SetTimeouts changes the pool's timeouts at run time (a configuration
+// reload). Connections already open keep the lifetime they were given;
+// Acquire calls and dials already waiting keep their deadlines.
+func (p *Pool[T]) SetTimeouts(t Timeouts) error {
+	cfg, err := Config[T]{
+		Name: p.name, Dial: p.dial, Size: 1, MinIdle: -1,
+		IdleTimeout: t.IdleTimeout, MaxLifetime: t.MaxLifetime,
+		AcquireTimeout: t.AcquireTimeout, DialTimeout: t.DialTimeout,
+	}.withDefaults()
+	if err != nil {
+		return err
+	}
+	p.storeTimeouts(cfg)
+	p.signalKick()
+	return nil
+}
+
+func (p *Pool[T]) storeTimeouts(cfg Config[T]) {
+	p.idleTimeoutNs.Store(int64(cfg.IdleTimeout))
+	p.maxLifetimeNs.Store(int64(cfg.MaxLifetime))
+	p.acquireTimeoutNs.Store(int64(cfg.AcquireTimeout))
+	p.dialTimeoutNs.Store(int64(cfg.DialTimeout))
+}
+
+func (p *Pool[T]) idleTimeout() time.Duration    { return time.Duration(p.idleTimeoutNs.Load()) }
+func (p *Pool[T]) maxLifetime() time.Duration    { return time.Duration(p.maxLifetimeNs.Load()) }
+func (p *Pool[T]) acquireTimeout() time.Duration { return time.Duration(p.acquireTimeoutNs.Load()) }
+func (p *Pool[T]) dialTimeout() time.Duration    { return time.Duration(p.dialTimeoutNs.Load()) }
 
 // evict passes once over the idle queue, from its head (the longest idle),
 // closing connections past their lifetime, idle longer than IdleTimeout
@@ -732,6 +770,7 @@ func (p *Pool[T]) maintain() {
 // the tail in the same order. Only one connection is out of the queue at a
 // time.
 func (p *Pool[T]) evict() {
+	idle := p.idleTimeout()
 	for n := len(p.idle); n > 0; n-- {
 		var l *Lease[T]
 		select {
@@ -743,7 +782,7 @@ func (p *Pool[T]) evict() {
 		switch {
 		case !l.expires.IsZero() && !now.Before(l.expires):
 			p.destroy(l)
-		case p.idleTimeout > 0 && now.Sub(l.idleSince) >= p.idleTimeout && p.shed(l, true):
+		case idle > 0 && now.Sub(l.idleSince) >= idle && p.shed(l, true):
 		case p.excess.Load() && p.shed(l, false):
 		default:
 			p.putIdle(l)
@@ -860,6 +899,6 @@ func (p *Pool[T]) timeoutError() error {
 		Size:    s.Size,
 		InUse:   s.InUse,
 		Dialing: s.Dialing,
-		Waited:  p.acquireTimeout,
+		Waited:  p.acquireTimeout(),
 	}
 }
