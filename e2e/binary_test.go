@@ -97,7 +97,7 @@ func writeBinaryConfig(t *testing.T, path, addr, shutdownTimeout, extraUsers str
 	t.Helper()
 	cfg := fmt.Sprintf(`listen: %s
 http_listen: "off"
-shutdown_timeout: %s
+drain_timeout: %s
 users: [{user: %s, password: %s}%s]
 clusters:
   - {name: main, backend_user: %s, backend_password: %s, backends: [%q], pool: {size: 4, min_idle: 1}}

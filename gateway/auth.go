@@ -77,6 +77,11 @@ func (ss *Session) handshake() error {
 			return err
 		}
 	}
+	if e := ss.srv.admitUser(ss, user); e != nil {
+		ss.log.Warn("login refused: user connection limit", "user", user.User, "max_connections", user.MaxConnections)
+		ss.writeErr(e)
+		return errAuthFailed
+	}
 	ss.user = user
 	ss.owner.Store(&user.User)
 	ss.cluster = ss.srv.clusters[user.Cluster]

@@ -45,6 +45,10 @@ func (ss *Session) comChangeUser(p []byte) error {
 			return err
 		}
 	}
+	if e := ss.srv.admitUser(ss, user); e != nil {
+		ss.log.Warn("change user refused: user connection limit", "user", user.User)
+		return ss.writeErr(e)
+	}
 	// A fresh session: the old one's connection is reset and released.
 	if ss.lease != nil {
 		ss.lease.Conn().dirty = true

@@ -47,7 +47,9 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[uint32]*Session
-	done     chan struct{}
+	// userConns counts sessions per logged-in user, for max_connections.
+	userConns map[string]int
+	done      chan struct{}
 }
 
 // New builds a server for cfg. It opens no sockets; pools start warming up.
@@ -67,6 +69,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Server, error) {
 		classifier: cl,
 		clusters:   map[string]*cluster{},
 		sessions:   map[uint32]*Session{},
+		userConns:  map[string]int{},
 		group:      safego.New(log),
 		done:       make(chan struct{}),
 	}
@@ -372,14 +375,42 @@ func (s *Server) forEachSession(fn func(*Session)) {
 	}
 }
 
-func (s *Server) register(ss *Session) {
+// register adds a session and returns how many there are now.
+func (s *Server) register(ss *Session) int {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.sessions[ss.id] = ss
-	s.mu.Unlock()
+	return len(s.sessions)
 }
 
 func (s *Server) unregister(ss *Session) {
 	s.mu.Lock()
 	delete(s.sessions, ss.id)
+	if ss.counted != "" {
+		s.userConns[ss.counted]--
+		if s.userConns[ss.counted] <= 0 {
+			delete(s.userConns, ss.counted)
+		}
+	}
 	s.mu.Unlock()
+}
+
+// admitUser counts the session as one of user's connections, or refuses
+// it with error 1203 when the user's max_connections is reached. A session
+// switching users (COM_CHANGE_USER) gives up its old count.
+func (s *Server) admitUser(ss *Session, u config.User) *wire.SQLError {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if u.MaxConnections > 0 && ss.counted != u.User && s.userConns[u.User] >= u.MaxConnections {
+		return wire.NewError(1203, "42000", "User %s already has more than 'max_user_connections' active connections (max_connections %d in the gateway config)", u.User, u.MaxConnections)
+	}
+	if ss.counted != "" {
+		s.userConns[ss.counted]--
+		if s.userConns[ss.counted] <= 0 {
+			delete(s.userConns, ss.counted)
+		}
+	}
+	ss.counted = u.User
+	s.userConns[u.User]++
+	return nil
 }

@@ -109,9 +109,15 @@ type Session struct {
 	lastInsertID uint64
 
 	busy atomic.Bool
+	// inTxn mirrors pinTxn for other goroutines (shutdown lets a session
+	// in a transaction finish it).
+	inTxn atomic.Bool
 	// streaming is set while the session relays a STREAM: it is busy
 	// forever, and shutdown interrupts it like an idle session.
 	streaming atomic.Bool
+	// counted is the user this session counts against (max_connections);
+	// guarded by Server.mu.
+	counted string
 	// owner is the logged-in user's name, read by KILL from other sessions.
 	owner atomic.Pointer[string]
 	// inFlight is the backend connection of the statement being relayed,
@@ -133,11 +139,16 @@ func (s *Server) serveConn(nc net.Conn, id uint32) {
 		status: wire.StatusAutocommit,
 	}
 	ss.client.MaxPacket = s.cfg.MaxAllowedPacket
-	s.register(ss)
+	n := s.register(ss)
 	defer s.unregister(ss)
 	ss.busy.Store(true)
 	if s.closing.Load() {
 		ss.writeErr(wire.NewError(erServerShutdown, "08S01", "Server shutdown in progress: the gateway is stopping, connect to another one"))
+		return
+	}
+	if n > s.cfg.MaxClientConnections {
+		// Like MariaDB: the error instead of the greeting.
+		ss.writeErr(wire.NewError(erConCount, "08004", "Too many connections: the gateway serves at most %d clients (max_client_connections)", s.cfg.MaxClientConnections))
 		return
 	}
 	if err := ss.handshake(); err != nil {
@@ -165,9 +176,10 @@ func (ss *Session) clientHost() string {
 func (ss *Session) nextState() { ss.stateID = ss.srv.stateIDs.Add(1) }
 
 // interruptIfIdle wakes a session waiting for its next command so it sees
-// the shutdown; a busy session sees it after its statement.
+// the shutdown; a busy session sees it after its statement, and a session
+// in a transaction when the transaction ends.
 func (ss *Session) interruptIfIdle() {
-	if !ss.busy.Load() || ss.streaming.Load() {
+	if (!ss.busy.Load() && !ss.inTxn.Load()) || ss.streaming.Load() {
 		_ = ss.nc.SetReadDeadline(time.Now())
 	}
 }
@@ -183,7 +195,7 @@ func (ss *Session) forceClose() {
 // loop reads and answers commands until the client quits or fails.
 func (ss *Session) loop() error {
 	for {
-		if ss.srv.closing.Load() && ss.lease == nil {
+		if ss.srv.closing.Load() && ss.pins&pinTxn == 0 {
 			return nil
 		}
 		ss.client.ResetSeq()
@@ -192,7 +204,7 @@ func (ss *Session) loop() error {
 			return err
 		}
 		ss.busy.Store(false)
-		if ss.srv.closing.Load() && ss.lease == nil {
+		if ss.srv.closing.Load() && ss.pins&pinTxn == 0 {
 			return nil
 		}
 		p, err := ss.client.ReadPacket()
@@ -805,6 +817,9 @@ func (ss *Session) setPins(p pinSet) {
 		ss.log.Debug("session unpinned", "was", ss.pins.String())
 	}
 	ss.pins = p
+	if txn := p&pinTxn != 0; txn != ss.inTxn.Load() {
+		ss.inTxn.Store(txn)
+	}
 }
 
 // applySet records the session variables a successful SET changed. Values

@@ -145,12 +145,12 @@ func serve(args []string, stderr io.Writer) error {
 		if err != nil {
 			log.Error("serving stopped", "error", err)
 		}
-		return errors.Join(err, shutdown(srv, httpSrv, cfg.ShutdownTimeout))
+		return errors.Join(err, shutdown(srv, httpSrv, cfg.DrainTimeout))
 	case <-ctx.Done():
 	}
 	stop()
-	log.Info("shutting down: draining sessions", "timeout", cfg.ShutdownTimeout)
-	err = shutdown(srv, httpSrv, cfg.ShutdownTimeout)
+	log.Info("shutting down: draining sessions", "timeout", cfg.DrainTimeout)
+	err = shutdown(srv, httpSrv, cfg.DrainTimeout)
 	if serr := <-serveErr; serr != nil {
 		err = errors.Join(err, serr)
 	}

@@ -291,7 +291,7 @@ func (g *gatewayProc) waitReady(ctx context.Context) error {
 }
 
 // stop sends SIGTERM and waits up to 20 s (the gateway's drain takes up to
-// its 10 s shutdown_timeout), then SIGKILL. It returns how the process
+// its 10 s drain_timeout), then SIGKILL. It returns how the process
 // ended; nil when it was not running or exited 0 after SIGTERM.
 func (g *gatewayProc) stop() error {
 	if !g.running() {
