@@ -539,6 +539,10 @@ func showRoute(st *stmt) Route {
 	case st.kw(i, "WARNINGS"), st.kw(i, "ERRORS"):
 		r.Kind = KindShowWarnings
 		return r
+	case st.kw(i, "GATEWAY"):
+		r.Kind = KindGatewayShow
+		r.Table = strings.ToLower(st.word(i + 1))
+		return r
 	case st.kw(i, "COUNT"):
 		if st.punct(i+1, '(') && st.punct(i+2, '*') && st.punct(i+3, ')') &&
 			(st.kw(i+4, "WARNINGS") || st.kw(i+4, "ERRORS")) {

@@ -530,6 +530,9 @@ var classifyCases = []struct {
 	{"SELECT 'unterminated", Route{Kind: KindRead}},
 	{"SELECT 1 /* unterminated", Route{Kind: KindRead}},
 	{"@x", Route{Pin: PinUserVar}},
+	{"SHOW GATEWAY BACKENDS", Route{Kind: KindGatewayShow, Table: "backends"}},
+	{"show gateway Pools;", Route{Kind: KindGatewayShow, Table: "pools"}},
+	{"SHOW GATEWAY", Route{Kind: KindGatewayShow}},
 	{"\x00\xff", Route{}},
 }
 

@@ -50,6 +50,10 @@ const (
 	// Route.KillQuery. The id is a gateway connection id. KILL QUERY ID and
 	// KILL USER are KindOther.
 	KindKill
+	// KindGatewayShow is SHOW GATEWAY <what>, answered by the gateway itself;
+	// Route.Table holds <what> in lower case (backends, pools, sessions,
+	// or anything else, which the gateway refuses).
+	KindGatewayShow
 )
 
 var kindNames = [...]string{
@@ -64,6 +68,7 @@ var kindNames = [...]string{
 	KindStream:       "stream",
 	KindShowWarnings: "show_warnings",
 	KindKill:         "kill",
+	KindGatewayShow:  "gateway_show",
 }
 
 // String returns a short lower-case name such as "read", for logs and metric
