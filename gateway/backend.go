@@ -287,18 +287,49 @@ func (c *cluster) setBackends(addrs []string) (removed []*backend, err error) {
 // backend returns the backend at addr, or nil when the cluster has none.
 func (c *cluster) backend(addr string) *backend { return (*c.backends.Load())[addr] }
 
+// applyPoolConfig gives the pools of every backend the cluster's current
+// pool settings (after a reload): sizes at once, timeouts for what starts
+// from now on.
+func (c *cluster) applyPoolConfig() error {
+	pc := c.conf.Load().Pool
+	t := pools.Timeouts{
+		IdleTimeout: offDuration(*pc.IdleTimeout), MaxLifetime: offDuration(*pc.MaxLifetime),
+		AcquireTimeout: pc.AcquireTimeout, DialTimeout: pc.DialTimeout,
+	}
+	var errs []error
+	for _, be := range *c.backends.Load() {
+		for i := range be.pools {
+			p := be.pools[i].Load()
+			if p == nil {
+				continue
+			}
+			minIdle := *pc.MinIdle
+			if i == 1 {
+				minIdle = 0 // the found_rows pool does not warm up
+			}
+			p.Resize(pc.Size, minIdle)
+			if err := p.SetTimeouts(t); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// offDuration maps the config's "0 means never" to the pools' "negative
+// means off".
+func offDuration(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
 // newPool builds a pool of connections to be.
 func (c *cluster) newPool(be *backend, foundRows bool) (*pools.Pool[*backendConn], error) {
 	cfg := c.conf.Load()
 	pc := cfg.Pool
 	name := fmt.Sprintf("%s/%s/%s", cfg.Name, be.addr, cfg.BackendUser)
-	// pools treats zero as "default" and negative as "off".
-	off := func(d time.Duration) time.Duration {
-		if d == 0 {
-			return -1
-		}
-		return d
-	}
 	minIdle := *pc.MinIdle
 	if foundRows {
 		// Only CLIENT_FOUND_ROWS clients use this pool: no warm-up.
@@ -313,8 +344,8 @@ func (c *cluster) newPool(be *backend, foundRows bool) (*pools.Pool[*backendConn
 		Size:           pc.Size,
 		MinIdle:        minIdle,
 		MaxDials:       pc.MaxDials,
-		IdleTimeout:    off(*pc.IdleTimeout),
-		MaxLifetime:    off(*pc.MaxLifetime),
+		IdleTimeout:    offDuration(*pc.IdleTimeout),
+		MaxLifetime:    offDuration(*pc.MaxLifetime),
 		AcquireTimeout: pc.AcquireTimeout,
 		DialTimeout:    pc.DialTimeout,
 		Dial:           func(ctx context.Context) (*backendConn, error) { return c.dial(ctx, be, foundRows) },

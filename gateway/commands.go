@@ -236,6 +236,8 @@ func (ss *Session) runLocal(route querypath.Route) (handled bool, err error) {
 	switch route.Kind {
 	case querypath.KindKill:
 		return true, ss.kill(route.KillID, route.KillQuery)
+	case querypath.KindGatewayShow:
+		return true, ss.showGateway(route.Table)
 	}
 	return false, nil
 }

@@ -148,10 +148,10 @@ func (s *Server) Health() *healthcheck.Snapshot { return s.health.Snapshot() }
 // Reload applies a new configuration to the running gateway without
 // dropping clients: users, each cluster's backends (new ones are probed
 // and get pools; removed ones stop taking statements, their pools close
-// once the statements in flight end) and the cluster settings for
-// routing (replica_reads, lags, buffers). Listen addresses, health
-// settings and the pools of backends that stay keep their values until a
-// restart. Clusters cannot be added or removed: such a file is refused
+// once the statements in flight end), pool sizes and timeouts, and the
+// cluster settings for routing (replica_reads, lags, buffers,
+// auto_increment). Listen addresses, limits, health settings and the
+// owner address keep their values until a restart. Clusters cannot be added or removed: such a file is refused
 // and nothing changes. A cluster whose backends cannot be applied keeps
 // its old configuration; the others and the users are still applied, and
 // the error names the cluster.
@@ -180,6 +180,9 @@ func (s *Server) Reload(cfg *config.Config) error {
 		for _, be := range removed {
 			s.log.Info("backend removed by reload; its pool drains and closes", "cluster", c.Name, "backend", be.addr)
 			be.close()
+		}
+		if err := cl.applyPoolConfig(); err != nil {
+			errs = append(errs, fmt.Errorf("reload: cluster %s: pool settings: %w", c.Name, err))
 		}
 		cl.setAutoIncrement(c.AutoIncrement)
 		if c.Owner != before.Owner {

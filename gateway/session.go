@@ -109,6 +109,8 @@ type Session struct {
 	lastInsertID uint64
 
 	busy atomic.Bool
+	// pinView publishes the sticky pins and their backend.
+	pinView atomic.Pointer[pinView]
 	// inTxn mirrors pinTxn for other goroutines (shutdown lets a session
 	// in a transaction finish it).
 	inTxn atomic.Bool
@@ -816,10 +818,28 @@ func (ss *Session) setPins(p pinSet) {
 	if ss.log.IsDebug() && ss.pins&^transientPins != 0 && p&^transientPins == 0 {
 		ss.log.Debug("session unpinned", "was", ss.pins.String())
 	}
+	old := ss.pins
 	ss.pins = p
 	if txn := p&pinTxn != 0; txn != ss.inTxn.Load() {
 		ss.inTxn.Store(txn)
 	}
+	if sticky := p &^ transientPins; sticky != old&^transientPins {
+		if sticky == 0 {
+			ss.pinView.Store(nil)
+		} else {
+			v := &pinView{reasons: sticky.String()}
+			if ss.lease != nil {
+				v.backend = ss.lease.Conn().addr
+			}
+			ss.pinView.Store(v)
+		}
+	}
+}
+
+// pinView is what other goroutines (SHOW GATEWAY SESSIONS, the status
+// page) see of a session's pins.
+type pinView struct {
+	reasons, backend string
 }
 
 // applySet records the session variables a successful SET changed. Values

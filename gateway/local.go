@@ -1,0 +1,165 @@
+package gateway
+
+import (
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/directgate/directgate/pools"
+	"github.com/directgate/directgate/wire"
+)
+
+// PoolStat is one pool's figures, for SHOW GATEWAY POOLS, metrics and the
+// status page.
+type PoolStat struct {
+	// Cluster and Backend name the pool; FoundRows tells the pool of
+	// CLIENT_FOUND_ROWS clients apart; Owner marks the pool to the
+	// cluster's owner process.
+	Cluster, Backend string
+	FoundRows, Owner bool
+	pools.Stat
+}
+
+// PoolStats returns every pool's figures, sorted by cluster and backend.
+func (s *Server) PoolStats() []PoolStat {
+	var out []PoolStat
+	for _, name := range s.clusterNames {
+		c := s.clusters[name]
+		backends := *c.backends.Load()
+		addrs := make([]string, 0, len(backends))
+		for a := range backends {
+			addrs = append(addrs, a)
+		}
+		slices.Sort(addrs)
+		for _, a := range addrs {
+			be := backends[a]
+			for i := range be.pools {
+				if p := be.pools[i].Load(); p != nil {
+					out = append(out, PoolStat{Cluster: name, Backend: a, FoundRows: i == 1, Stat: p.Stat()})
+				}
+			}
+		}
+		if c.fwd != nil {
+			out = append(out, PoolStat{Cluster: name, Backend: c.fwd.Addr(), Owner: true, Stat: c.fwd.Stat()})
+		}
+	}
+	return out
+}
+
+// SessionInfo describes one client session, for SHOW GATEWAY SESSIONS and
+// the status page.
+type SessionInfo struct {
+	ID      uint32
+	User    string
+	Client  string
+	Busy    bool
+	InTxn   bool
+	Pinned  string // pin reasons, "" when not pinned
+	Backend string // the backend connection it holds, "" when none
+}
+
+// Sessions returns the current sessions by id. The pin and backend fields
+// are read without stopping the sessions: a snapshot, not a guarantee.
+func (s *Server) Sessions() []SessionInfo {
+	var out []SessionInfo
+	s.forEachSession(func(ss *Session) {
+		info := SessionInfo{ID: ss.id, Client: ss.nc.RemoteAddr().String(), Busy: ss.busy.Load(), InTxn: ss.inTxn.Load()}
+		if u := ss.owner.Load(); u != nil {
+			info.User = *u
+		}
+		if p := ss.pinView.Load(); p != nil {
+			info.Pinned, info.Backend = p.reasons, p.backend
+		}
+		out = append(out, info)
+	})
+	slices.SortFunc(out, func(a, b SessionInfo) int { return int(a.ID) - int(b.ID) })
+	return out
+}
+
+// showGateway answers SHOW GATEWAY BACKENDS, POOLS and SESSIONS from the
+// gateway's own state, for people who only have a MySQL client.
+func (ss *Session) showGateway(what string) error {
+	str := func(s string) []byte { return []byte(s) }
+	num := func(n int64) []byte { return strconv.AppendInt(nil, n, 10) }
+	col := func(name string, numeric bool) wire.Column {
+		c := wire.Column{Name: name, Charset: 33, Length: 256, Type: wire.TypeVarString}
+		if numeric {
+			c = wire.Column{Name: name, Charset: wire.BinaryCollation, Length: 20, Type: wire.TypeLongLong, Flags: wire.FlagNum | wire.FlagNotNull}
+		}
+		return c
+	}
+	var cols []wire.Column
+	var rows [][][]byte
+	switch what {
+	case "backends":
+		cols = []wire.Column{col("Cluster", false), col("Backend", false), col("Role", false), col("State", false),
+			col("Reason", false), col("Since", false), col("Lag_seconds", false), col("Probe_ms", false),
+			col("Score_ms", false), col("In_flight", true), col("Server_id", true)}
+		snap := ss.srv.health.Snapshot()
+		for _, name := range ss.srv.clusterNames {
+			c := snap.Cluster(name)
+			if c == nil {
+				continue
+			}
+			for _, addr := range c.Backends {
+				v := snap.Backends[addr]
+				lag := []byte(nil)
+				if v.Last.LagKnown {
+					lag = strconv.AppendFloat(nil, v.Last.Lag.Seconds(), 'f', 0, 64)
+				}
+				var score, inFlight int64
+				if be := ss.srv.clusters[name].backend(addr); be != nil {
+					score, inFlight = int64(be.load.Score()), be.load.InFlight()
+				}
+				rows = append(rows, [][]byte{str(name), str(addr), str(v.Role.String()), str(v.State.String()),
+					str(v.Reason), str(v.Since.UTC().Format(time.RFC3339)), lag,
+					strconv.AppendFloat(nil, ms(v.Last.RTT), 'f', 3, 64),
+					strconv.AppendFloat(nil, ms(time.Duration(score)), 'f', 3, 64),
+					num(inFlight), num(int64(v.Last.ServerID))})
+			}
+		}
+	case "pools":
+		cols = []wire.Column{col("Cluster", false), col("Backend", false), col("Kind", false), col("Size", true),
+			col("Open", true), col("In_use", true), col("Idle", true), col("Dialing", true), col("Waits", true),
+			col("Wait_ms", true), col("Dials", true), col("Dial_errors", true), col("Destroyed", true), col("Acquire_timeouts", true)}
+		for _, p := range ss.srv.PoolStats() {
+			kind := "backend"
+			switch {
+			case p.Owner:
+				kind = "owner"
+			case p.FoundRows:
+				kind = "backend_found_rows"
+			}
+			rows = append(rows, [][]byte{str(p.Cluster), str(p.Backend), str(kind), num(int64(p.Size)), num(int64(p.Open)),
+				num(int64(p.InUse)), num(int64(p.Idle)), num(int64(p.Dialing)), num(p.Waits), num(p.WaitTime.Milliseconds()),
+				num(p.Dials), num(p.DialErrors), num(p.Destroyed), num(p.AcquireTimeouts)})
+		}
+	case "sessions":
+		cols = []wire.Column{col("Id", true), col("User", false), col("Client", false), col("Busy", false),
+			col("In_transaction", false), col("Pinned", false), col("Backend", false)}
+		yes := func(b bool) []byte {
+			if b {
+				return str("yes")
+			}
+			return str("no")
+		}
+		for _, si := range ss.srv.Sessions() {
+			rows = append(rows, [][]byte{num(int64(si.ID)), str(si.User), str(si.Client), yes(si.Busy), yes(si.InTxn), str(si.Pinned), str(si.Backend)})
+		}
+	default:
+		return ss.writeErr(wire.NewError(1064, "42000", "You have an error in your SQL syntax: SHOW GATEWAY takes BACKENDS, POOLS or SESSIONS"))
+	}
+	w := wire.ResultWriter{Conn: ss.client, Caps: ss.caps, Status: ss.status}
+	if err := w.Columns(cols); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if err := w.Row(r); err != nil {
+			return err
+		}
+	}
+	if err := w.End(0); err != nil {
+		return err
+	}
+	return ss.client.Flush()
+}
