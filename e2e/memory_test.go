@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/directgate/directgate/wire"
+)
+
+// rssKiB reads a process's resident set size.
+func rssKiB(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
+
+// TestIdleClientMemory measures the gateway's resident memory with many
+// idle client connections (logged in, no statement running), against the
+// budget in the README. The gateway runs as its own process.
+func TestIdleClientMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	clients := 10_000
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < uint64(2*clients+1000) {
+		lim.Cur = min(lim.Max, uint64(2*clients+1000))
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+		// Both ends of every connection live on this machine (the gateway
+		// inherits the limit).
+		clients = min(clients, int(lim.Cur-1000)/2)
+	}
+	bin := buildGateway(t)
+	addr := freeAddr(t)
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	cfg := strings.Replace(opsYAML("max_client_connections: 20000", "", "size: 8, min_idle: 2"), "listen: 127.0.0.1:0", "listen: "+addr, 1)
+	if err := writeFile(path, cfg); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", "--config", path)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	var conns []*wire.BackendConn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	deadline := time.Now().Add(2 * time.Minute)
+	base := int64(0)
+	for len(conns) < clients && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := wire.Dial(ctx, addr, wire.DialOptions{User: appUser, Password: appPass, ReadBuffer: 512, WriteBuffer: 512})
+		cancel()
+		if err != nil {
+			if len(conns) == 0 {
+				time.Sleep(50 * time.Millisecond) // still starting
+				continue
+			}
+			t.Fatalf("client %d: %v", len(conns), err)
+		}
+		if len(conns) == 0 {
+			time.Sleep(200 * time.Millisecond)
+			base = rssKiB(t, cmd.Process.Pid)
+		}
+		conns = append(conns, c)
+	}
+	time.Sleep(time.Second)
+	rss := rssKiB(t, cmd.Process.Pid)
+	t.Logf("gateway RSS: %d MiB with 1 idle client, %d MiB with %d idle clients (%.1f KiB per client)",
+		base>>10, rss>>10, len(conns), float64(rss-base)/float64(len(conns)))
+
+	// 1,000 of them busy for a few seconds (pool of 8 backend connections).
+	const active = 1000
+	stop := make(chan struct{})
+	errs := make(chan error, active)
+	var queries atomic.Int64
+	for _, c := range conns[:active] {
+		go func() {
+			for n := 0; n < 100_000; n++ {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				if err := c.QueryRows("SELECT 1", func([][]byte) {}); err != nil {
+					errs <- err
+					return
+				}
+				queries.Add(1)
+			}
+			errs <- nil
+		}()
+	}
+	peak := rss
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		peak = max(peak, rssKiB(t, cmd.Process.Pid))
+	}
+	close(stop)
+	for range active {
+		if err := <-errs; err != nil {
+			t.Fatalf("active client: %v", err)
+		}
+	}
+	t.Logf("gateway RSS: peak %d MiB with %d active clients (of %d connected), %d statements in 3 s",
+		peak>>10, active, len(conns), queries.Load())
+}
