@@ -46,10 +46,12 @@ PRIMARY_PORT=13306
 REPLICA_PORT=13307
 GATEWAY_LISTEN=127.0.0.1:15306
 GATEWAY_HTTP=127.0.0.1:15000
+OWNER_LISTEN=127.0.0.1:15307
 
 SERVERS=()              # MariaDB server names, in start order
 declare -A SERVER_PID=() # name -> pid of the mariadbd this script started
 GATEWAY_PID=
+OWNER_PID=
 
 log() { printf 'run.sh: %s\n' "$*" >&2; }
 die() {
@@ -242,6 +244,25 @@ start_primary() {
 		INSERT INTO demo.items (name)
 			SELECT v FROM (SELECT 'apple' AS v UNION ALL SELECT 'banana' UNION ALL SELECT 'cherry') AS seed
 			WHERE NOT EXISTS (SELECT 1 FROM demo.items);
+		-- Owner demo: a Vitess-style sequence, a table whose id comes from
+		-- it (auto_increment in the gateway config) and a message queue.
+		CREATE TABLE IF NOT EXISTS demo.order_seq (
+			id INT PRIMARY KEY, next_id BIGINT, cache BIGINT
+		) COMMENT 'vitess_sequence';
+		INSERT IGNORE INTO demo.order_seq (id, next_id, cache) VALUES (0, 1, 100);
+		CREATE TABLE IF NOT EXISTS demo.orders (
+			id BIGINT PRIMARY KEY, item VARCHAR(64)
+		);
+		CREATE TABLE IF NOT EXISTS demo.events (
+			id BIGINT PRIMARY KEY,
+			priority BIGINT NOT NULL DEFAULT 0,
+			epoch BIGINT NOT NULL DEFAULT 0,
+			time_next BIGINT DEFAULT 0,
+			time_acked BIGINT,
+			message VARCHAR(255),
+			KEY next_idx (time_next),
+			KEY ack_idx (time_acked)
+		) COMMENT 'vitess_message,vt_ack_wait=30,vt_purge_after=86400,vt_batch_size=10,vt_cache_size=10000,vt_poller_interval=1';
 	SQL
 }
 
@@ -387,6 +408,9 @@ write_config() {
 		    replica_reads: on
 		    causal_reads: on
 		    pool: {size: 64, min_idle: 4, max_dials: 4, idle_timeout: 5m, max_lifetime: 30m, acquire_timeout: 2s}
+		    owner: $OWNER_LISTEN
+		    auto_increment:
+		      - {table: demo.orders, column: id, sequence: demo.order_seq}
 	EOF
 }
 
@@ -399,6 +423,9 @@ cleanup() {
 	trap 'log "already stopping; please wait"' INT TERM HUP
 	if [[ -n $GATEWAY_PID ]]; then
 		stop_pid "$GATEWAY_PID" gateway 30
+	fi
+	if [[ -n $OWNER_PID ]]; then
+		stop_pid "$OWNER_PID" owner 30
 	fi
 	for ((i = ${#SERVERS[@]} - 1; i >= 0; i--)); do
 		name=${SERVERS[i]}
@@ -441,11 +468,22 @@ cat <<EOF
   MariaDB replica directly: mariadb -S .local/replica/mysqld.sock -uroot  (or -h127.0.0.1 -P$REPLICA_PORT -ugateway -psecret)
                             read_only; replicates the primary with GTIDs: SHOW ALL SLAVES STATUS\G
   Gateway HTTP:             http://$GATEWAY_HTTP/healthz  (and /debug/health, /debug/pins)
+  Owner (sequences, messages) on $OWNER_LISTEN, log in .local/owner.log:
+    SELECT NEXT 5 VALUES FROM order_seq;   INSERT INTO orders (item) VALUES ('pear');
+    INSERT INTO events (id, message) VALUES (1, 'hello');   STREAM * FROM events;  (in another session)
+    UPDATE events SET time_acked = 1, time_next = NULL WHERE id IN (1);
   Config:                   .local/gateway.yaml
   Ctrl-C stops the gateway, then the replica, then the primary.
 
 EOF
 
+setsid "$GATEWAY_BIN" owner --config "$CONFIG" --cluster main </dev/null >>"$LOCAL/owner.log" 2>&1 &
+OWNER_PID=$!
+for ((i = 0; i < 100; i++)); do
+	port_open "${OWNER_LISTEN##*:}" && break
+	alive "$OWNER_PID" || die "the owner exited at start: see .local/owner.log"
+	sleep 0.1
+done
 setsid "$GATEWAY_BIN" serve --config "$CONFIG" </dev/null &
 GATEWAY_PID=$!
 set +e
