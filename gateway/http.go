@@ -5,15 +5,36 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // HTTPHandler serves the gateway's HTTP endpoints on a mux of its own:
-// /healthz answers 200 while the process serves; /debug/health gives
-// discovery's latest snapshot (roles, states, lag, probe and statement
-// latency per backend) and /debug/pins the session and pin counters, as
-// JSON.
+//   - /healthz answers 200 while the process serves, 503 once it shuts down;
+//   - /readyz answers 200 when every cluster has a primary and the gateway
+//     is not shutting down, else 503 with the reasons;
+//   - /metrics is the Prometheus exposition of the server's own registry;
+//   - /debug/status is a page with every backend's role, state, lag,
+//     latency and pools, and sessions and pins (?format=json: the same
+//     data as JSON);
+//   - /debug/health gives discovery's latest snapshot (roles, states, lag,
+//     probe and statement latency per backend) and /debug/pins the session
+//     and pin counters, as JSON.
 func (s *Server) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("/readyz", s.serveReadyz)
+	mux.HandleFunc("/debug/status", s.serveStatus)
+	if s.metrics != nil {
+		mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{
+			ErrorLog:      promLogger{s.log},
+			ErrorHandling: promhttp.ContinueOnError,
+		}))
+	} else {
+		mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "metrics are not set up on this server", http.StatusNotFound)
+		})
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if s.closing.Load() {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
@@ -107,3 +128,13 @@ func (s *Server) healthView() healthView {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// promLogger logs the errors of a scrape (a collector that failed) at
+// warning level.
+type promLogger struct{ log hclog.Logger }
+
+func (l promLogger) Println(v ...any) {
+	if l.log != nil {
+		l.log.Warn("metrics scrape: " + fmt.Sprint(v...))
+	}
+}

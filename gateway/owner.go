@@ -74,6 +74,9 @@ func (ss *Session) noOwner() *wire.SQLError {
 // session's backend connection and pins are untouched: a session in a
 // transaction gets its answer, with its own transaction status.
 func (ss *Session) forwardOwner(p []byte) error {
+	sp := startStatement()
+	sp.route = routeOwner
+	defer ss.srv.metrics.endStatement(&sp)
 	fwd := ss.cluster.fwd
 	if fwd == nil {
 		return ss.writeErr(ss.noOwner())
@@ -82,6 +85,8 @@ func (ss *Session) forwardOwner(p []byte) error {
 	ss.relay.OverrideTxn, ss.relay.TxnStatus = true, ss.status
 	res, err := fwd.Forward(&ss.relay, ss.client, ss.db, p, wire.ResponseQuery)
 	ss.relay.OverrideTxn = false
+	sp.outcome = outcomeOf(res, err)
+	ss.srv.metrics.ownerForward(err)
 	return ss.ownerDone(res, err)
 }
 
@@ -130,6 +135,7 @@ func (ss *Session) streamOwner(p []byte) error {
 	ss.relay.OverrideTxn, ss.relay.TxnStatus = true, ss.status
 	res, err := fwd.Stream(&ss.relay, ss.client, ss.db, p, stop)
 	ss.relay.OverrideTxn = false
+	ss.srv.metrics.ownerForward(err)
 	ss.streaming.Store(false)
 	ending.Store(true)
 	_ = ss.nc.SetReadDeadline(time.Now())
@@ -207,6 +213,7 @@ func (ss *Session) autoIncrementInsert(sql string, route querypath.Route, ai *co
 		return ss.writeErr(ss.noOwner())
 	}
 	first, err := ss.cluster.fwd.NextValues(ai.Sequence, int64(len(fill)))
+	ss.srv.metrics.ownerForward(err)
 	if err != nil {
 		return ss.ownerDone(wire.Result{}, err)
 	}

@@ -44,6 +44,9 @@ type Server struct {
 	pinStats pinStats
 	// refusals count statements refused for want of a primary.
 	refusals struct{ splitBrain, noPrimary atomic.Uint64 }
+	// metrics is the Prometheus registry, the hot-path counters and the
+	// status page's sampler; nil records nothing.
+	metrics *metrics
 
 	mu       sync.Mutex
 	sessions map[uint32]*Session
@@ -73,6 +76,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Server, error) {
 		group:      safego.New(log),
 		done:       make(chan struct{}),
 	}
+	s.metrics = newMetrics(s)
 	s.setUsers(cfg.Users)
 	for _, c := range cfg.Clusters {
 		cl, err := newCluster(c, log.Named("cluster").With("cluster", c.Name), cfg.Health.Interval)
@@ -101,6 +105,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	for _, c := range s.clusters {
 		c.health.Store(s.health)
 	}
+	s.startStatusSampler()
 	return s, nil
 }
 
@@ -358,6 +363,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 func (s *Server) closeClusters() {
+	s.stopStatusSampler()
 	if s.health != nil {
 		s.health.Close()
 	}

@@ -128,6 +128,8 @@ type Session struct {
 }
 
 func (s *Server) serveConn(nc net.Conn, id uint32) {
+	s.metrics.clientAccepted()
+	defer s.metrics.clientClosed()
 	defer nc.Close()
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
@@ -145,15 +147,18 @@ func (s *Server) serveConn(nc net.Conn, id uint32) {
 	defer s.unregister(ss)
 	ss.busy.Store(true)
 	if s.closing.Load() {
+		s.metrics.clientRejected(rejectShutdown)
 		ss.writeErr(wire.NewError(erServerShutdown, "08S01", "Server shutdown in progress: the gateway is stopping, connect to another one"))
 		return
 	}
 	if n > s.cfg.MaxClientConnections {
+		s.metrics.clientRejected(rejectTooMany)
 		// Like MariaDB: the error instead of the greeting.
 		ss.writeErr(wire.NewError(erConCount, "08004", "Too many connections: the gateway serves at most %d clients (max_client_connections)", s.cfg.MaxClientConnections))
 		return
 	}
 	if err := ss.handshake(); err != nil {
+		s.metrics.clientRejected(rejectReasonOf(err))
 		if !errors.Is(err, io.EOF) && !errors.Is(err, errAuthFailed) {
 			ss.log.Debug("handshake failed", "error", err)
 		}
@@ -321,8 +326,10 @@ func (ss *Session) comQuery(p []byte) error {
 		// is cloned.
 		sql = unsafe.String(&p[1], len(p)-1)
 	}
+	start := time.Now()
 	route := ss.srv.classifier.Classify(sql)
 	if handled, err := ss.runLocal(route); handled {
+		ss.srv.metrics.statement(routeLocal, outcomeOf(wire.Result{}, err), time.Since(start))
 		return err
 	}
 	switch or, ai := ss.routeOwner(route); or {
@@ -347,6 +354,7 @@ func (ss *Session) comQuery(p []byte) error {
 func (ss *Session) useTarget(db string, t target) error {
 	if db == "" {
 		ss.target = t
+		ss.srv.metrics.statement(routeLocal, outcomeOK, 0)
 		return ss.writeOK(wire.OK{Status: ss.status})
 	}
 	before := ss.stateID
@@ -367,6 +375,8 @@ func (ss *Session) useTarget(db string, t target) error {
 // primary refuses as read-only (1290) waits for the new primary and is
 // retried there once.
 func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) error {
+	sp := startStatement()
+	defer ss.srv.metrics.endStatement(&sp)
 	avoid := ""
 	// held is the read-only error of a write being retried, lost the
 	// failure of a read being retried: what the client gets when the retry
@@ -390,11 +400,13 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 			case lost != nil:
 				return ss.writeErr(lost)
 			}
+			sp.failed(err)
 			return ss.writeErr(toClientError(err))
 		}
 		ss.relay.HoldReadOnly = retryable && ss.leaseRole == rolePrimary
 		res, err := ss.exchange(conn, p, kind)
 		ss.relay.HoldReadOnly = false
+		sp.served(ss.leaseRole, res, err)
 		if err == nil && res.Held && ss.srv.closing.Load() {
 			// No retry while shutting down: the client gets the error.
 			err = ss.writeErr(res.Err)

@@ -257,6 +257,8 @@ func (ss *Session) comStmtExecute(p []byte) error {
 	if flags&0x0f != 0 {
 		route.Kind = querypath.KindOther // a cursor pins: not on a replica
 	}
+	sp := startStatement()
+	defer ss.srv.metrics.endStatement(&sp)
 	avoid := ""
 	var held *wire.SQLError
 	for attempt := 0; ; attempt++ {
@@ -268,6 +270,7 @@ func (ss *Session) comStmtExecute(p []byte) error {
 			if held != nil && errors.As(err, &np) {
 				return ss.writeErr(held)
 			}
+			sp.failed(err)
 			return ss.writeErr(toClientError(err))
 		}
 		bid, err := ss.backendStmt(conn, st)
@@ -277,6 +280,7 @@ func (ss *Session) comStmtExecute(p []byte) error {
 		if err != nil {
 			var e *wire.SQLError
 			if errors.As(err, &e) {
+				sp.failed(e)
 				ss.finishCommand()
 				st.resetLongData(ss)
 				return ss.writeErr(e)
@@ -291,6 +295,7 @@ func (ss *Session) comStmtExecute(p []byte) error {
 		ss.relay.HoldReadOnly = retryable && ss.leaseRole == rolePrimary
 		res, err := ss.exchange(conn, p, wire.ResponseQuery)
 		ss.relay.HoldReadOnly = false
+		sp.served(ss.leaseRole, res, err)
 		if err == nil && res.Held && ss.srv.closing.Load() {
 			// No retry while shutting down: the client gets the error.
 			err = ss.writeErr(res.Err)

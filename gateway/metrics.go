@@ -1,0 +1,538 @@
+package gateway
+
+import (
+	"errors"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/directgate/directgate/forward"
+	"github.com/directgate/directgate/healthcheck"
+	"github.com/directgate/directgate/pools"
+	"github.com/directgate/directgate/wire"
+)
+
+// Prometheus metrics. Everything is registered on a registry of the
+// Server's own (see Server.Registry): nothing is global, so two servers in
+// one process (tests) do not collide.
+//
+// Two kinds of metric:
+//   - events the query path sees (statements, client connections, owner
+//     forwards) are counters and histograms updated as they happen, through
+//     the methods of *metrics below. Their label values are resolved once,
+//     in newMetrics: a call is an atomic add, no map lookup, no allocation.
+//   - state (backends, roles, pools, pins, discovery) is read by a
+//     collector at scrape time from the live objects and the health
+//     snapshot, so a backend removed by a reload has no series at the next
+//     scrape, and nothing needs updating on the hot path.
+//
+// Labels are bounded: route, outcome, reason, state and role take fixed
+// sets of values; cluster and backend are the configured ones.
+
+// routeLabel is where a statement was served, the route label of the
+// statement metrics.
+type routeLabel uint8
+
+const (
+	// routePrimary: a pooled connection to the cluster's primary, or a
+	// statement that needed one and found none.
+	routePrimary routeLabel = iota
+	// routeReplica: a pooled connection to a replica.
+	routeReplica
+	// routeOwner: forwarded to the cluster's owner process.
+	routeOwner
+	// routeLocal: answered by the gateway itself (KILL, SHOW GATEWAY,
+	// USE @replica).
+	routeLocal
+	numRouteLabels
+)
+
+var routeNames = [numRouteLabels]string{"primary", "replica", "owner", "local"}
+
+func (r routeLabel) String() string { return routeNames[r] }
+
+// routeOf is the route label of a statement served on a connection taken
+// for role r.
+func routeOf(r role) routeLabel {
+	if r == roleReplica {
+		return routeReplica
+	}
+	return routePrimary
+}
+
+// outcomeLabel is how a statement ended, the outcome label of the
+// statement metrics.
+type outcomeLabel uint8
+
+const (
+	// outcomeOK: the backend answered without an error.
+	outcomeOK outcomeLabel = iota
+	// outcomeError: the backend (or owner) answered with an error packet,
+	// relayed to the client unchanged.
+	outcomeError
+	// outcomeFailed: the gateway could not get an answer: no primary,
+	// split brain, pool timeout, backend unreachable or lost mid-statement,
+	// or the client went away while the answer was relayed.
+	outcomeFailed
+	numOutcomeLabels
+)
+
+var outcomeNames = [numOutcomeLabels]string{"ok", "error", "failed"}
+
+func (o outcomeLabel) String() string { return outcomeNames[o] }
+
+// outcomeOf classifies a statement from what the relay returned: err is a
+// failure of the gateway or of a connection, res.Err the backend's error.
+func outcomeOf(res wire.Result, err error) outcomeLabel {
+	switch {
+	case err != nil:
+		return outcomeFailed
+	case res.Err != nil:
+		return outcomeError
+	}
+	return outcomeOK
+}
+
+// rejectReason is why a client connection was turned away before its
+// session began.
+type rejectReason uint8
+
+const (
+	// rejectTooMany: max_client_connections or a user's max_connections.
+	rejectTooMany rejectReason = iota
+	// rejectAuth: unknown user or wrong password.
+	rejectAuth
+	// rejectShutdown: the gateway is stopping.
+	rejectShutdown
+	// rejectHandshake: the handshake failed otherwise (client hung up,
+	// timed out, asked for TLS, sent a malformed packet, named a database
+	// the backend refused).
+	rejectHandshake
+	numRejectReasons
+)
+
+var rejectNames = [numRejectReasons]string{"too_many", "auth", "shutdown", "handshake"}
+
+func (r rejectReason) String() string { return rejectNames[r] }
+
+// statementBuckets are the upper bounds, in seconds, of the statement
+// latency histograms: 100µs to 10s.
+var statementBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+// metrics holds a Server's Prometheus registry, its hot-path counters
+// with their label values resolved, and the status page's latency
+// samples. A nil *metrics records nothing, so servers built without New
+// (benchmarks) need none.
+type metrics struct {
+	reg *prometheus.Registry
+
+	clientsOpen     atomic.Int64
+	clientsAccepted prometheus.Counter
+	clientsRejected [numRejectReasons]prometheus.Counter
+
+	statements [numRouteLabels][numOutcomeLabels]prometheus.Counter
+	latency    [numRouteLabels]prometheus.Observer
+
+	ownerForwards [numOutcomeLabels]prometheus.Counter
+
+	sampler *statusSampler
+}
+
+// newMetrics builds the registry of s: the hot-path families, the
+// collector that reads s's state at scrape time, and the Go runtime and
+// process collectors.
+func newMetrics(s *Server) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry(), sampler: newStatusSampler(sampleEvery, sparkSamples)}
+	accepted := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "directgate_client_connections_accepted_total",
+		Help: "Client TCP connections accepted (before the handshake; see directgate_client_connections_rejected_total for those turned away).",
+	})
+	rejected := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "directgate_client_connections_rejected_total",
+		Help: "Client connections turned away before their session began, by reason: too_many, auth, shutdown, handshake.",
+	}, []string{"reason"})
+	statements := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "directgate_statements_total",
+		Help: "Client statements by route (primary, replica, owner, local) and outcome (ok; error: the backend answered with an error; failed: the gateway got no answer).",
+	}, []string{"route", "outcome"})
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "directgate_statement_duration_seconds",
+		Help:    "Time from a statement's arrival to the end of its answer to the client (retries and waits for a primary or a pooled connection included), by route.",
+		Buckets: statementBuckets,
+	}, []string{"route"})
+	owner := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "directgate_owner_forwards_total",
+		Help: "Requests to a cluster's owner (forwarded statements, streams, sequence reservations) by outcome (ok; error: the owner answered with an error; failed: the owner could not be reached or the connection broke).",
+	}, []string{"outcome"})
+
+	m.clientsAccepted = accepted
+	for r := range numRejectReasons {
+		m.clientsRejected[r] = rejected.WithLabelValues(r.String())
+	}
+	for r := range numRouteLabels {
+		for o := range numOutcomeLabels {
+			m.statements[r][o] = statements.WithLabelValues(r.String(), o.String())
+		}
+		m.latency[r] = latency.WithLabelValues(r.String())
+	}
+	for o := range numOutcomeLabels {
+		m.ownerForwards[o] = owner.WithLabelValues(o.String())
+	}
+	m.reg.MustRegister(accepted, rejected, statements, latency, owner,
+		&stateCollector{s: s, m: m},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry returns the registry /metrics serves. Callers may register
+// collectors of their own on it; it is never the default registry.
+func (s *Server) Registry() *prometheus.Registry {
+	if s.metrics == nil {
+		return nil
+	}
+	return s.metrics.reg
+}
+
+// statement records one client statement: its route, how it ended and
+// how long it took. It does not allocate.
+func (m *metrics) statement(route routeLabel, outcome outcomeLabel, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.statements[route][outcome].Inc()
+	m.latency[route].Observe(d.Seconds())
+}
+
+// stmtSpan is one client statement being measured. Start it with
+// startStatement, record where it was served with served (or why it
+// failed with failed), and end it with (*metrics).endStatement, typically
+// deferred: nothing escapes, nothing allocates. Until told otherwise it
+// counts as a failed statement for the primary.
+type stmtSpan struct {
+	start   time.Time
+	route   routeLabel
+	outcome outcomeLabel
+}
+
+// startStatement starts measuring a statement.
+func startStatement() stmtSpan {
+	return stmtSpan{start: time.Now(), route: routePrimary, outcome: outcomeFailed}
+}
+
+// served records the backend's answer (or the relay's failure) on a
+// connection taken for role r. A retry calls it again and wins.
+func (sp *stmtSpan) served(r role, res wire.Result, err error) {
+	sp.route, sp.outcome = routeOf(r), outcomeOf(res, err)
+}
+
+// failed records a statement that got no backend answer because of err:
+// an error the backend returned while the connection was being prepared
+// (an unknown database) counts as error, anything else as failed.
+func (sp *stmtSpan) failed(err error) {
+	sp.outcome = outcomeFailed
+	if _, ok := errors.AsType[*wire.SQLError](err); ok {
+		sp.outcome = outcomeError
+	}
+}
+
+// endStatement records the statement measured by sp.
+func (m *metrics) endStatement(sp *stmtSpan) {
+	if m == nil {
+		return
+	}
+	m.statement(sp.route, sp.outcome, time.Since(sp.start))
+}
+
+// rejectReasonOf classifies a handshake that failed with err.
+func rejectReasonOf(err error) rejectReason {
+	if errors.Is(err, errAuthFailed) {
+		return rejectAuth
+	}
+	return rejectHandshake
+}
+
+// clientAccepted counts a client connection accepted; pair it with
+// clientClosed when the connection ends, whatever happened to it.
+func (m *metrics) clientAccepted() {
+	if m == nil {
+		return
+	}
+	m.clientsAccepted.Inc()
+	m.clientsOpen.Add(1)
+}
+
+// clientClosed counts the end of a connection counted by clientAccepted.
+func (m *metrics) clientClosed() {
+	if m == nil {
+		return
+	}
+	m.clientsOpen.Add(-1)
+}
+
+// clientRejected counts a connection turned away before its session
+// began. It is still closed with clientClosed.
+func (m *metrics) clientRejected(reason rejectReason) {
+	if m == nil {
+		return
+	}
+	m.clientsRejected[reason].Inc()
+}
+
+// ownerForward counts a request to the owner by its transport outcome:
+// nil is ok, a *forward.OwnerError (owner unreachable, connection lost)
+// failed, anything else (an error the owner answered) error. A client
+// that went away while the owner's answer was relayed is not the owner's
+// failure: ok.
+func (m *metrics) ownerForward(err error) {
+	if m == nil {
+		return
+	}
+	o := outcomeOK
+	if err != nil {
+		if _, ok := errors.AsType[*forward.OwnerError](err); ok {
+			o = outcomeFailed
+		} else if _, ok := errors.AsType[*wire.ClientError](err); !ok {
+			o = outcomeError
+		}
+	}
+	m.ownerForwards[o].Inc()
+}
+
+// pinReasons are the pin bits reported by reason, as in PinStats.
+var pinReasons = func() []pinSet {
+	var list []pinSet
+	for i := range 8 {
+		list = append(list, 1<<i)
+	}
+	return append(list, pinTxn, pinCursor, pinWarnings)
+}()
+
+// sessionCounts is what the sessions hold now, read at scrape time.
+type sessionCounts struct {
+	// pinned counts sessions by the reasons that pin them beyond one
+	// statement (every reason but last_result and warnings).
+	pinned map[string]int64
+	inTxn  int64
+}
+
+// countSessions reads every session's published pins. list is
+// Server.Sessions().
+func countSessions(list []SessionInfo) sessionCounts {
+	c := sessionCounts{pinned: map[string]int64{}}
+	for _, b := range pinReasons {
+		if b&transientPins == 0 {
+			c.pinned[pinName(b)] = 0
+		}
+	}
+	for _, si := range list {
+		if si.InTxn {
+			c.inTxn++
+		}
+		for r := range strings.SplitSeq(si.Pinned, "|") {
+			if _, ok := c.pinned[r]; ok {
+				c.pinned[r]++
+			}
+		}
+	}
+	return c
+}
+
+// stateCollector reads the server's state at scrape time: backends and
+// their health, pools, the owner pools, pins, refusals and discovery.
+type stateCollector struct {
+	s *Server
+	m *metrics
+}
+
+// Descriptions of the state metrics.
+var (
+	poolLabels    = []string{"cluster", "backend", "pool"}
+	backendLabels = []string{"cluster", "backend"}
+
+	descClientsOpen = prometheus.NewDesc("directgate_client_connections",
+		"Client connections open now (logged in or still in the handshake).", nil, nil)
+	descSessions = prometheus.NewDesc("directgate_sessions_total",
+		"Client sessions that logged in.", nil, nil)
+	descSessionsSticky = prometheus.NewDesc("directgate_sessions_pinned_by_state_total",
+		"Sessions that were ever pinned by session state (anything but transactions and one-statement holds).", nil, nil)
+	descPins = prometheus.NewDesc("directgate_session_pins_total",
+		"Times a session got pinned to its backend connection, by reason.", []string{"reason"}, nil)
+	descPinned = prometheus.NewDesc("directgate_sessions_pinned",
+		"Sessions pinned to a backend connection now, by reason (a session may count under several; the one-statement holds last_result and warnings are not counted).", []string{"reason"}, nil)
+	descInTxn = prometheus.NewDesc("directgate_sessions_in_transaction",
+		"Sessions in an open transaction now.", nil, nil)
+	descSplitBrain = prometheus.NewDesc("directgate_split_brain_refusals_total",
+		"Statements refused at once because a cluster had several writable backends.", nil, nil)
+	descNoPrimary = prometheus.NewDesc("directgate_no_primary_failures_total",
+		"Statements that failed because no primary appeared within failover_buffer.", nil, nil)
+
+	descRounds = prometheus.NewDesc("directgate_discovery_rounds_total",
+		"Discovery probe rounds completed.", nil, nil)
+	descSnapshotAge = prometheus.NewDesc("directgate_discovery_snapshot_age_seconds",
+		"Time since discovery last published a snapshot (every round, and on each reported failure).", nil, nil)
+	descHasPrimary = prometheus.NewDesc("directgate_cluster_has_primary",
+		"1 when the cluster has a primary, else 0.", []string{"cluster"}, nil)
+	descSplit = prometheus.NewDesc("directgate_cluster_split_brain",
+		"1 when several backends of the cluster are writable (writes are refused), else 0.", []string{"cluster"}, nil)
+
+	descState = prometheus.NewDesc("directgate_backend_state",
+		"The backend's discovery state: 1 for the current one of unknown, serving, not_serving.", append(backendLabels, "state"), nil)
+	descStateSince = prometheus.NewDesc("directgate_backend_state_since_timestamp_seconds",
+		"When the backend entered its current state (Unix time).", backendLabels, nil)
+	descRole = prometheus.NewDesc("directgate_backend_role",
+		"The backend's role: 1 for the current one of none, primary, replica, split_brain.", append(backendLabels, "role"), nil)
+	descLag = prometheus.NewDesc("directgate_backend_replication_lag_seconds",
+		"Replication lag of the last probe; absent when unknown (not a replica, replication stopped, or no privilege to read it).", backendLabels, nil)
+	descProbeRTT = prometheus.NewDesc("directgate_backend_probe_rtt_seconds",
+		"Round-trip time of the last probe's SELECT 1.", backendLabels, nil)
+	descLastProbe = prometheus.NewDesc("directgate_backend_last_probe_timestamp_seconds",
+		"When the last probe result arrived (Unix time); absent before the first.", backendLabels, nil)
+	descInFlight = prometheus.NewDesc("directgate_backend_statements_in_flight",
+		"Statements running on the backend now.", backendLabels, nil)
+	descScore = prometheus.NewDesc("directgate_backend_latency_score_seconds",
+		"The backend's latency score: a moving average of its statements' latency over the last seconds, used to choose replicas; 0 before the first statement.", backendLabels, nil)
+
+	descPoolMax = prometheus.NewDesc("directgate_pool_max_connections",
+		"Most connections the pool opens (pool.size; owner_pool_size for pool=\"owner\").", poolLabels, nil)
+	descPoolConns = prometheus.NewDesc("directgate_pool_connections",
+		"Connections of the pool now, by state: in_use (leased), idle, dialing (being opened).", append(poolLabels, "state"), nil)
+	descPoolWaits = prometheus.NewDesc("directgate_pool_waits_total",
+		"Acquires that found no idle connection and waited.", poolLabels, nil)
+	descPoolWaitTime = prometheus.NewDesc("directgate_pool_wait_seconds_total",
+		"Time spent by acquires that waited.", poolLabels, nil)
+	descPoolTimeouts = prometheus.NewDesc("directgate_pool_acquire_timeouts_total",
+		"Acquires that gave up after acquire_timeout (the client got error 1040).", poolLabels, nil)
+	descPoolDials = prometheus.NewDesc("directgate_pool_dials_total",
+		"Connections the pool started opening.", poolLabels, nil)
+	descPoolDialErrors = prometheus.NewDesc("directgate_pool_dial_errors_total",
+		"Connection opens that failed.", poolLabels, nil)
+	descPoolDestroyed = prometheus.NewDesc("directgate_pool_destroyed_total",
+		"Connections closed for any reason: broken, expired, idle too long, over size, pool closed.", poolLabels, nil)
+)
+
+var allStateDescs = []*prometheus.Desc{
+	descClientsOpen, descSessions, descSessionsSticky, descPins, descPinned, descInTxn, descSplitBrain, descNoPrimary,
+	descRounds, descSnapshotAge, descHasPrimary, descSplit,
+	descState, descStateSince, descRole, descLag, descProbeRTT, descLastProbe, descInFlight, descScore,
+	descPoolMax, descPoolConns, descPoolWaits, descPoolWaitTime, descPoolTimeouts, descPoolDials, descPoolDialErrors, descPoolDestroyed,
+}
+
+var (
+	stateNames = []healthcheck.State{healthcheck.StateUnknown, healthcheck.StateServing, healthcheck.StateNotServing}
+	roleNames  = []healthcheck.Role{healthcheck.RoleNone, healthcheck.RolePrimary, healthcheck.RoleReplica, healthcheck.RoleSplitBrain}
+)
+
+// Describe implements prometheus.Collector.
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range allStateDescs {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.s
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	b2f := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+
+	gauge(descClientsOpen, float64(c.m.clientsOpen.Load()))
+	sessions, sticky := s.SessionStats()
+	counter(descSessions, float64(sessions))
+	counter(descSessionsSticky, float64(sticky))
+	for reason, n := range s.PinStats() {
+		counter(descPins, float64(n), reason)
+	}
+	sc := countSessions(s.Sessions())
+	for reason, n := range sc.pinned {
+		gauge(descPinned, float64(n), reason)
+	}
+	gauge(descInTxn, float64(sc.inTxn))
+	counter(descSplitBrain, float64(s.refusals.splitBrain.Load()))
+	counter(descNoPrimary, float64(s.refusals.noPrimary.Load()))
+
+	var snap *healthcheck.Snapshot
+	if s.health != nil {
+		snap = s.health.Snapshot()
+		counter(descRounds, float64(snap.Round))
+		gauge(descSnapshotAge, time.Since(snap.Time).Seconds())
+	}
+	for _, name := range s.clusterNames {
+		cl := s.clusters[name]
+		hc := snap.Cluster(name)
+		gauge(descHasPrimary, b2f(hc != nil && hc.Primary != ""), name)
+		gauge(descSplit, b2f(hc != nil && hc.SplitBrain), name)
+		for addr, be := range *cl.backends.Load() {
+			v := snap.Backend(addr)
+			if v == nil {
+				v = &healthcheck.BackendView{}
+			}
+			for _, st := range stateNames {
+				gauge(descState, b2f(v.State == st), name, addr, st.String())
+			}
+			if !v.Since.IsZero() {
+				gauge(descStateSince, float64(v.Since.UnixNano())/1e9, name, addr)
+			}
+			for _, r := range roleNames {
+				gauge(descRole, b2f(v.Role == r), name, addr, r.String())
+			}
+			if v.Last.LagKnown {
+				gauge(descLag, v.Last.Lag.Seconds(), name, addr)
+			}
+			if !v.LastProbe.IsZero() {
+				gauge(descProbeRTT, v.Last.RTT.Seconds(), name, addr)
+				gauge(descLastProbe, float64(v.LastProbe.UnixNano())/1e9, name, addr)
+			}
+			gauge(descInFlight, float64(be.load.InFlight()), name, addr)
+			gauge(descScore, be.load.Score().Seconds(), name, addr)
+		}
+	}
+	for _, p := range s.PoolStats() {
+		collectPool(ch, p.Stat, p.Cluster, p.Backend, poolKind(p))
+	}
+}
+
+// poolKind is the pool label of a pool: default, found_rows (the pool of
+// CLIENT_FOUND_ROWS clients) or owner.
+func poolKind(p PoolStat) string {
+	switch {
+	case p.Owner:
+		return "owner"
+	case p.FoundRows:
+		return "found_rows"
+	}
+	return "default"
+}
+
+// collectPool sends the metrics of one pool.
+func collectPool(ch chan<- prometheus.Metric, st pools.Stat, labels ...string) {
+	gauge := func(d *prometheus.Desc, v float64, extra ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append(labels, extra...)...)
+	}
+	counter := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge(descPoolMax, float64(st.Size))
+	gauge(descPoolConns, float64(st.InUse), "in_use")
+	gauge(descPoolConns, float64(st.Idle), "idle")
+	gauge(descPoolConns, float64(st.Dialing), "dialing")
+	counter(descPoolWaits, float64(st.Waits))
+	counter(descPoolWaitTime, st.WaitTime.Seconds())
+	counter(descPoolTimeouts, float64(st.AcquireTimeouts))
+	counter(descPoolDials, float64(st.Dials))
+	counter(descPoolDialErrors, float64(st.DialErrors))
+	counter(descPoolDestroyed, float64(st.Destroyed))
+}
