@@ -11,6 +11,9 @@ import (
 // errAuthFailed ends a session whose login was refused (already logged).
 var errAuthFailed = errors.New("authentication failed")
 
+// errUserLimit ends a session refused by its user's max_connections.
+var errUserLimit = errors.New("user connection limit reached")
+
 // handshake greets the client, authenticates it against the configured
 // users and, when it named a database, checks that database on a backend.
 func (ss *Session) handshake() error {
@@ -80,7 +83,7 @@ func (ss *Session) handshake() error {
 	if e := ss.srv.admitUser(ss, user); e != nil {
 		ss.log.Warn("login refused: user connection limit", "user", user.User, "max_connections", user.MaxConnections)
 		ss.writeErr(e)
-		return errAuthFailed
+		return errUserLimit
 	}
 	ss.user = user
 	ss.owner.Store(&user.User)

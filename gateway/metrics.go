@@ -249,6 +249,9 @@ func (m *metrics) endStatement(sp *stmtSpan) {
 
 // rejectReasonOf classifies a handshake that failed with err.
 func rejectReasonOf(err error) rejectReason {
+	if errors.Is(err, errUserLimit) {
+		return rejectTooMany
+	}
 	if errors.Is(err, errAuthFailed) {
 		return rejectAuth
 	}
@@ -374,6 +377,12 @@ var (
 		"Discovery probe rounds completed.", nil, nil)
 	descSnapshotAge = prometheus.NewDesc("directgate_discovery_snapshot_age_seconds",
 		"Time since discovery last published a snapshot (every round, and on each reported failure).", nil, nil)
+	descRoundDuration = prometheus.NewDesc("directgate_discovery_round_duration_seconds",
+		"Wall time of the last completed discovery round (about ceil(backends / batch_size) × probe time).", nil, nil)
+	descProbesInFlight = prometheus.NewDesc("directgate_discovery_probes_in_flight",
+		"Discovery probes running now, regular and targeted (at most batch_size in a round).", nil, nil)
+	descProbes = prometheus.NewDesc("directgate_discovery_probes_total",
+		"Discovery probes since start, by result.", []string{"result"}, nil)
 	descHasPrimary = prometheus.NewDesc("directgate_cluster_has_primary",
 		"1 when the cluster has a primary, else 0.", []string{"cluster"}, nil)
 	descSplit = prometheus.NewDesc("directgate_cluster_split_brain",
@@ -415,6 +424,7 @@ var (
 )
 
 var allStateDescs = []*prometheus.Desc{
+	descRoundDuration, descProbesInFlight, descProbes,
 	descClientsOpen, descSessions, descSessionsSticky, descPins, descPinned, descInTxn, descSplitBrain, descNoPrimary,
 	descRounds, descSnapshotAge, descHasPrimary, descSplit,
 	descState, descStateSince, descRole, descLag, descProbeRTT, descLastProbe, descInFlight, descScore,
@@ -469,6 +479,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		snap = s.health.Snapshot()
 		counter(descRounds, float64(snap.Round))
 		gauge(descSnapshotAge, time.Since(snap.Time).Seconds())
+		st := s.health.Stats()
+		gauge(descRoundDuration, st.LastRoundDuration.Seconds())
+		gauge(descProbesInFlight, float64(st.ProbesInFlight))
+		counter(descProbes, float64(st.Probes-st.ProbeFailures), "ok")
+		counter(descProbes, float64(st.ProbeFailures), "failed")
 	}
 	for _, name := range s.clusterNames {
 		cl := s.clusters[name]

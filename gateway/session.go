@@ -159,7 +159,7 @@ func (s *Server) serveConn(nc net.Conn, id uint32) {
 	}
 	if err := ss.handshake(); err != nil {
 		s.metrics.clientRejected(rejectReasonOf(err))
-		if !errors.Is(err, io.EOF) && !errors.Is(err, errAuthFailed) {
+		if !errors.Is(err, io.EOF) && !errors.Is(err, errAuthFailed) && !errors.Is(err, errUserLimit) {
 			ss.log.Debug("handshake failed", "error", err)
 		}
 		return

@@ -91,6 +91,36 @@ type Observer struct {
 	clusters map[string]clusterSummary
 	round    uint64
 	stopping bool // Close has begun: no new targeted probes
+	// lastStart and lastDuration describe the last completed round.
+	lastStart    time.Time
+	lastDuration time.Duration
+
+	inFlight      atomic.Int64
+	probes        atomic.Uint64
+	probeFailures atomic.Uint64
+}
+
+// Stats are the observer's own figures, for metrics.
+type Stats struct {
+	// LastRoundStart and LastRoundDuration describe the last completed
+	// round (zero before the first).
+	LastRoundStart    time.Time
+	LastRoundDuration time.Duration
+	// ProbesInFlight counts probes running now, regular and targeted.
+	ProbesInFlight int64
+	// Probes and ProbeFailures count probes since start.
+	Probes, ProbeFailures uint64
+}
+
+// Stats returns the observer's figures.
+func (o *Observer) Stats() Stats {
+	o.mu.Lock()
+	st := Stats{LastRoundStart: o.lastStart, LastRoundDuration: o.lastDuration}
+	o.mu.Unlock()
+	st.ProbesInFlight = o.inFlight.Load()
+	st.Probes = o.probes.Load()
+	st.ProbeFailures = o.probeFailures.Load()
+	return st
 }
 
 // tracked is the observer's private, mutable record of one backend.
@@ -305,6 +335,7 @@ func (o *Observer) runRound() {
 		}
 	}
 	rand.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
+	roundStart := time.Now()
 
 	results := make([]Result, len(list))
 	starts := make([]time.Time, len(list))
@@ -352,6 +383,7 @@ feed:
 		}
 	}
 	o.round++
+	o.lastStart, o.lastDuration = roundStart, now.Sub(roundStart)
 	events = append(events, o.publishLocked(now)...)
 	o.mu.Unlock()
 	o.emit(events)
@@ -362,6 +394,14 @@ feed:
 func (o *Observer) probe(b Backend) (r Result) {
 	ctx, cancel := context.WithTimeout(o.ctx, o.cfg.Timeout)
 	defer cancel()
+	o.inFlight.Add(1)
+	defer func() {
+		o.inFlight.Add(-1)
+		o.probes.Add(1)
+		if good, _ := judge(r); !good {
+			o.probeFailures.Add(1)
+		}
+	}()
 	defer func() {
 		if p := recover(); p != nil {
 			r = Result{Err: fmt.Errorf("prober panicked: %v", p)}

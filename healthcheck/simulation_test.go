@@ -59,6 +59,12 @@ func TestSimulation1000Backends(t *testing.T) {
 		if wall < ideal {
 			t.Errorf("round %d: wall %v below the ideal %v: the batch limit is not applied", round, wall, ideal)
 		}
+		if st := o.Stats(); st.LastRoundDuration <= 0 || st.LastRoundDuration > wall || st.ProbesInFlight != 0 {
+			t.Errorf("round %d: stats %+v after a round of %v", round, st, wall)
+		}
+	}
+	if st := o.Stats(); st.Probes != uint64(n*rounds) || st.ProbeFailures != 0 {
+		t.Errorf("stats %+v, want %d probes, none failed", st, n*rounds)
 	}
 	s := o.Snapshot()
 	if s.Round != rounds {
