@@ -3,13 +3,18 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/directgate/directgate/config"
 )
@@ -233,5 +238,112 @@ func TestConnectionLimits(t *testing.T) {
 		} else if time.Now().After(deadline) {
 			t.Fatalf("slot not freed after a close: %v", err)
 		}
+	}
+}
+
+// scrapeCounter sums the samples of a counter family whose labels include
+// want.
+func scrapeCounter(t *testing.T, h http.Handler, family string, want map[string]string) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(rec.Body)
+	if err != nil {
+		t.Fatalf("/metrics: %v", err)
+	}
+	f := fams[family]
+	if f == nil {
+		t.Fatalf("/metrics has no %s", family)
+	}
+	sum := 0.0
+	for _, m := range f.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		match := true
+		for k, v := range want {
+			match = match && labels[k] == v
+		}
+		if !match {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			sum += m.Counter.GetValue()
+		case m.Gauge != nil:
+			sum += m.Gauge.GetValue()
+		case m.Histogram != nil:
+			sum += float64(m.Histogram.GetSampleCount())
+		}
+	}
+	return sum
+}
+
+// TestMetricsAndStatusUnderLoad scrapes /metrics during a load and checks
+// the counters move, then reads /debug/status as HTML and JSON.
+func TestMetricsAndStatusUnderLoad(t *testing.T) {
+	h := shared.gw.HTTPHandler()
+	primary := map[string]string{"route": "primary", "outcome": "ok"}
+	before := scrapeCounter(t, h, "directgate_statements_total", primary)
+	latBefore := scrapeCounter(t, h, "directgate_statement_duration_seconds", map[string]string{"route": "primary"})
+	var dbs []*sql.DB
+	for i := 0; i < 4; i++ {
+		db := gw(t)
+		db.SetMaxOpenConns(1)
+		dbs = append(dbs, db)
+	}
+	l := startLoad(dbs, func(db *sql.DB) error {
+		var one int
+		return db.QueryRow("SELECT 1").Scan(&one)
+	})
+	time.Sleep(300 * time.Millisecond)
+	during := scrapeCounter(t, h, "directgate_statements_total", primary)
+	time.Sleep(300 * time.Millisecond)
+	l.stop()
+	after := scrapeCounter(t, h, "directgate_statements_total", primary)
+	latAfter := scrapeCounter(t, h, "directgate_statement_duration_seconds", map[string]string{"route": "primary"})
+	if !(before < during && during < after) || after-before < float64(l.ok.Load()) {
+		t.Fatalf("statements_total: %v, %v during, %v after %d statements", before, during, after, l.ok.Load())
+	}
+	if latAfter-latBefore < float64(l.ok.Load()) {
+		t.Fatalf("latency histogram counted %v of %d statements", latAfter-latBefore, l.ok.Load())
+	}
+	if n := scrapeCounter(t, h, "directgate_pool_max_connections", map[string]string{"backend": shared.db.Addr()}); n < 1 {
+		t.Fatalf("pool size metric: %v", n)
+	}
+
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/debug/status", nil))
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), shared.db.Addr()) || !strings.Contains(rec.Body.String(), "primary") {
+		t.Fatalf("/debug/status HTML: %d, backend row missing", rec.Code)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/debug/status?format=json", nil))
+	var status struct {
+		Ready    bool `json:"ready"`
+		Clusters []struct {
+			Primary  string `json:"primary"`
+			Backends []struct {
+				Addr  string `json:"addr"`
+				Role  string `json:"role"`
+				Pools []struct {
+					Size int `json:"size"`
+				} `json:"pools"`
+			} `json:"backends"`
+		} `json:"clusters"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &status); err != nil {
+		t.Fatalf("/debug/status JSON: %v", err)
+	}
+	if !status.Ready || len(status.Clusters) != 1 || status.Clusters[0].Primary != shared.db.Addr() ||
+		len(status.Clusters[0].Backends) != 1 || status.Clusters[0].Backends[0].Role != "primary" || len(status.Clusters[0].Backends[0].Pools) == 0 {
+		t.Fatalf("/debug/status JSON: %s", rec.Body.String())
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	if rec.Code != 200 {
+		t.Fatalf("/readyz: %d %s", rec.Code, rec.Body.String())
 	}
 }
