@@ -33,44 +33,19 @@ func (ss *Session) handshake() error {
 		Status:        wire.StatusAutocommit,
 		AuthPlugin:    wire.NativePassword,
 	}
-	if err := ss.client.WritePacket(wire.AppendGreeting(nil, g)); err != nil {
-		return err
-	}
-	if err := ss.client.Flush(); err != nil {
-		return err
-	}
-	p, err := ss.client.ReadPacket()
-	if err != nil {
-		return err
-	}
-	if wire.IsSSLRequest(p) {
+	resp, plugin, answer, err := wire.ServerHandshake(ss.client, g)
+	switch {
+	case errors.Is(err, wire.ErrTLSRequested):
 		ss.writeErr(wire.NewError(1043, "08S01", "Bad handshake: this gateway does not offer TLS yet; connect without SSL"))
-		return errors.New("client asked for TLS")
-	}
-	resp, err := wire.ParseHandshakeResponse(p)
-	if err != nil {
+		return err
+	case errors.Is(err, wire.ErrBadHandshake):
 		ss.writeErr(wire.NewError(1043, "08S01", "Bad handshake"))
+		return err
+	case err != nil:
 		return err
 	}
 	ss.caps = resp.Caps & wire.ServerCaps
 	user, known := ss.srv.user(resp.User)
-	plugin, answer := resp.AuthPlugin, resp.AuthData
-	if resp.Caps&wire.CapPluginAuth == 0 {
-		plugin = wire.NativePassword
-	}
-	if plugin != wire.NativePassword && plugin != wire.CachingSha2Password {
-		// Ask for mysql_native_password with the same salt.
-		plugin = wire.NativePassword
-		if err := ss.client.WritePacket(wire.AppendAuthSwitch(nil, plugin, salt)); err != nil {
-			return err
-		}
-		if err := ss.client.Flush(); err != nil {
-			return err
-		}
-		if answer, err = ss.client.ReadPacket(); err != nil {
-			return err
-		}
-	}
 	if !known || !wire.CheckScramble(plugin, salt, answer, user.Password) {
 		return ss.denied(resp.User, len(answer) > 0)
 	}

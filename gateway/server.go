@@ -11,6 +11,7 @@ import (
 
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/healthcheck"
+	"github.com/directgate/directgate/internal/acceptloop"
 	"github.com/directgate/directgate/internal/safego"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
@@ -222,26 +223,10 @@ func (s *Server) Serve() error {
 	}
 	s.learnGreeting()
 	s.log.Info("accepting MySQL clients", "addr", s.ln.Addr().String(), "server_version", s.serverVersion())
-	var backoff time.Duration
-	for {
-		nc, err := s.ln.Accept()
-		if err != nil {
-			if s.closing.Load() {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTooManyFiles) {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.log.Warn("accept failed, retrying", "error", err, "backoff", backoff)
-				time.Sleep(backoff)
-				continue
-			}
-			return err
-		}
-		backoff = 0
+	return acceptloop.Run(s.ln, s.log, s.closing.Load, func(nc net.Conn) {
 		id := s.nextConnID()
 		s.group.Go("session", func() { s.serveConn(nc, id) })
-	}
+	})
 }
 
 // nextConnID returns a connection id unique among this gateway's live

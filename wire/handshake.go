@@ -8,6 +8,7 @@ import (
 	"crypto/subtle"
 	"encoding/binary"
 	"errors"
+	"fmt"
 )
 
 // ServerCaps are the capabilities the gateway offers to clients.
@@ -308,4 +309,58 @@ func CheckScramble(plugin string, salt, answer []byte, password string) bool {
 		return len(answer) == 0
 	}
 	return subtle.ConstantTimeCompare(want, answer) == 1
+}
+
+// ServerHandshake's errors the caller answers with an error packet.
+var (
+	// ErrTLSRequested is for a client that asked for TLS, which the
+	// caller does not offer.
+	ErrTLSRequested = errors.New("client asked for TLS")
+	// ErrBadHandshake wraps a handshake response that does not parse.
+	ErrBadHandshake = errors.New("bad handshake response")
+)
+
+// ServerHandshake runs the server side of a login up to the password
+// check: it sends greeting g, reads the client's handshake response and,
+// when the client offers an auth plugin other than mysql_native_password
+// and caching_sha2_password, switches it to mysql_native_password with the
+// same salt. It returns the response and the plugin and auth data to check
+// with CheckScramble against g.Salt. A client asking for TLS gets
+// ErrTLSRequested; a response that does not parse, an error wrapping
+// ErrBadHandshake. The caller writes the error packets.
+func ServerHandshake(c *Conn, g *Greeting) (resp *HandshakeResponse, plugin string, answer []byte, err error) {
+	if err := c.WritePacket(AppendGreeting(nil, g)); err != nil {
+		return nil, "", nil, err
+	}
+	if err := c.Flush(); err != nil {
+		return nil, "", nil, err
+	}
+	p, err := c.ReadPacket()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if IsSSLRequest(p) {
+		return nil, "", nil, ErrTLSRequested
+	}
+	resp, err = ParseHandshakeResponse(p)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("%w: %w", ErrBadHandshake, err)
+	}
+	plugin, answer = resp.AuthPlugin, resp.AuthData
+	if resp.Caps&CapPluginAuth == 0 {
+		plugin = NativePassword
+	}
+	if plugin != NativePassword && plugin != CachingSha2Password {
+		plugin = NativePassword
+		if err := c.WritePacket(AppendAuthSwitch(nil, plugin, g.Salt)); err != nil {
+			return nil, "", nil, err
+		}
+		if err := c.Flush(); err != nil {
+			return nil, "", nil, err
+		}
+		if answer, err = c.ReadPacket(); err != nil {
+			return nil, "", nil, err
+		}
+	}
+	return resp, plugin, answer, nil
 }

@@ -1,6 +1,7 @@
 // Command gateway is the directgate MySQL gateway.
 //
 //	gateway serve --config gateway.yaml [--listen ADDR] [--log-level LEVEL]
+//	gateway owner --config gateway.yaml --cluster NAME [--log-level LEVEL]
 //	gateway version
 package main
 
@@ -33,6 +34,7 @@ func main() {
 
 const usage = `usage:
   gateway serve --config FILE [--listen ADDR] [--http-listen ADDR] [--log-level LEVEL] [--log-format text|json]
+  gateway owner --config FILE [--cluster NAME] [--log-level LEVEL] [--log-format text|json]
   gateway version
 `
 
@@ -49,6 +51,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "serve":
 		if err := serve(args[1:], stderr); err != nil {
 			fmt.Fprintf(stderr, "gateway: %v\n", err)
+			return 1
+		}
+		return 0
+	case "owner":
+		if err := runOwner(args[1:], stderr); err != nil {
+			fmt.Fprintf(stderr, "gateway owner: %v\n", err)
 			return 1
 		}
 		return 0

@@ -1,0 +1,48 @@
+// Package acceptloop runs a listener's accept loop for the gateway and the
+// owner: temporary failures (a timeout, a process out of file
+// descriptors) back off and retry instead of ending the server.
+package acceptloop
+
+import (
+	"errors"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// maxBackoff bounds the pause after repeated temporary accept failures.
+const maxBackoff = time.Second
+
+// Run accepts connections from ln and hands each to handle (which must not
+// block: start a goroutine) until Accept fails. It returns nil when
+// stopping reports true at that point (the server closed ln on purpose),
+// else the error. Temporary failures are logged and retried after a pause
+// that doubles from 5ms up to a second.
+func Run(ln net.Listener, log hclog.Logger, stopping func() bool, handle func(net.Conn)) error {
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if stopping() {
+				return nil
+			}
+			if temporary(err) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), maxBackoff)
+				log.Warn("accept failed, retrying", "error", err, "backoff", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		handle(nc)
+	}
+}
+
+// temporary reports whether an accept error is worth retrying.
+func temporary(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}

@@ -1,0 +1,46 @@
+package acceptloop
+
+import (
+	"errors"
+	"net"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// scriptedListener returns its errors in order, then net.ErrClosed.
+type scriptedListener struct {
+	net.Listener
+	errs []error
+	n    int
+}
+
+func (l *scriptedListener) Accept() (net.Conn, error) {
+	if l.n < len(l.errs) {
+		l.n++
+		if err := l.errs[l.n-1]; err != nil {
+			return nil, err
+		}
+		c1, c2 := net.Pipe()
+		c2.Close()
+		return c1, nil
+	}
+	return nil, net.ErrClosed
+}
+
+func TestRunRetriesTemporaryErrors(t *testing.T) {
+	ln := &scriptedListener{errs: []error{syscall.EMFILE, nil, syscall.EMFILE, nil}}
+	var handled atomic.Int32
+	var stopping atomic.Bool
+	err := Run(ln, hclog.NewNullLogger(), stopping.Load, func(c net.Conn) { handled.Add(1); c.Close() })
+	if !errors.Is(err, net.ErrClosed) || handled.Load() != 2 {
+		t.Fatalf("Run = %v with %d connections handled, want net.ErrClosed after 2", err, handled.Load())
+	}
+	stopping.Store(true)
+	ln = &scriptedListener{}
+	if err := Run(ln, hclog.NewNullLogger(), stopping.Load, func(net.Conn) {}); err != nil {
+		t.Fatalf("Run while stopping = %v, want nil", err)
+	}
+}

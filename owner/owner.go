@@ -1,0 +1,591 @@
+package owner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"vitess.io/vitess/go/vt/sqlparser"
+
+	"github.com/directgate/directgate/config"
+	"github.com/directgate/directgate/healthcheck"
+	"github.com/directgate/directgate/internal/acceptloop"
+	"github.com/directgate/directgate/internal/safego"
+	"github.com/directgate/directgate/wire"
+)
+
+// parserVersion is the server version the statement parser assumes.
+const parserVersion = "10.11.0-MariaDB"
+
+// settings is the part of the configuration the owner uses, replaced as a
+// whole by Reload.
+type settings struct {
+	cluster config.Cluster
+	health  config.Health
+}
+
+// Owner is the owner process of one cluster: a MySQL-protocol server for
+// gateways that answers sequence and message statements, backed by the
+// cluster's primary. Build it with New, then Listen and Serve; stop it
+// with Shutdown. All methods are safe for concurrent use.
+type Owner struct {
+	cluster string
+	log     hclog.Logger
+	parser  *sqlparser.Parser
+	conf    atomic.Pointer[settings]
+	health  *healthcheck.Observer
+	// now and rnd are the clock and the backoff jitter source of the
+	// message queues.
+	now func() time.Time
+	rnd func() float64
+
+	ln net.Listener
+	// ctx ends when Shutdown begins: streams, loops and new statements
+	// stop. hard ends when Shutdown stops waiting: statements in flight
+	// are cut.
+	ctx, hard          context.Context
+	cancel, hardCancel context.CancelFunc
+	sessGroup          *safego.Group // one goroutine per client connection
+	bgGroup            *safego.Group // discovery, primary watch, closers
+
+	// primMu guards the primary fields.
+	primMu      sync.Mutex
+	prim        *primary // nil while there is none
+	primGen     uint64
+	primChanged chan struct{} // closed and replaced on every change
+	noPrimary   string        // why prim is nil
+
+	// tablesMu serializes applying discoveries; tables is read lock-free.
+	tablesMu       sync.Mutex
+	tables         atomic.Pointer[tableSet]
+	discovered     chan struct{} // closed after the first discovery
+	discoveredOnce sync.Once
+	discoverReq    chan struct{}
+	discoverFail   bool // the last discovery failed (logged once)
+
+	mu       sync.Mutex
+	sessions map[uint32]*session
+	connIDs  atomic.Uint32
+	closing  atomic.Bool
+	done     chan struct{}
+}
+
+// New builds the owner of the cluster named cluster in cfg (which must be
+// validated) and starts discovery of its primary. It opens no listener.
+func New(cfg *config.Config, cluster string, log hclog.Logger) (*Owner, error) {
+	st, err := settingsFor(cfg, cluster)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	parser, err := sqlparser.New(sqlparser.Options{MySQLServerVersion: parserVersion})
+	if err != nil {
+		return nil, err
+	}
+	o := &Owner{
+		cluster: cluster, log: log, parser: parser,
+		now: time.Now, rnd: rand.Float64,
+		sessGroup: safego.New(log), bgGroup: safego.New(log),
+		primChanged: make(chan struct{}), noPrimary: "discovery has not finished its first round",
+		discovered: make(chan struct{}), discoverReq: make(chan struct{}, 1),
+		sessions: map[uint32]*session{}, done: make(chan struct{}),
+	}
+	o.conf.Store(st)
+	o.tables.Store(&tableSet{byKey: map[string]*table{}})
+	o.ctx, o.cancel = context.WithCancel(context.Background())
+	o.hard, o.hardCancel = context.WithCancel(context.Background())
+	h := st.health
+	o.health, err = healthcheck.New(healthcheck.Config{
+		Interval: h.Interval, BatchSize: h.BatchSize, Timeout: h.Timeout, Rise: h.Rise, Fall: h.Fall,
+		Prober:   prober{o},
+		Logger:   log.Named("health"),
+		Backends: o.backends,
+	})
+	if err != nil {
+		return nil, err
+	}
+	o.bgGroup.Go("owner primary watch", o.watchPrimary)
+	o.bgGroup.Go("owner table discovery", o.discoveryLoop)
+	return o, nil
+}
+
+// settingsFor picks the cluster's settings out of cfg.
+func settingsFor(cfg *config.Config, cluster string) (*settings, error) {
+	var names []string
+	for _, c := range cfg.Clusters {
+		if c.Name == cluster {
+			if c.Owner == "" {
+				return nil, fmt.Errorf("owner: cluster %q has no owner address: set its owner key (host:port)", cluster)
+			}
+			return &settings{cluster: c, health: cfg.Health}, nil
+		}
+		names = append(names, c.Name)
+	}
+	return nil, fmt.Errorf("owner: no cluster is named %q (the configuration has %s)", cluster, strings.Join(names, ", "))
+}
+
+// prober probes the cluster's backends with its backend account as
+// currently configured.
+type prober struct{ o *Owner }
+
+// Probe implements healthcheck.Prober.
+func (p prober) Probe(ctx context.Context, b healthcheck.Backend) healthcheck.Result {
+	st := p.o.conf.Load()
+	return healthcheck.MySQLProber{User: st.cluster.BackendUser, Password: st.cluster.BackendPassword, Timeout: st.health.Timeout}.Probe(ctx, b)
+}
+
+// backends lists the cluster's backends for discovery.
+func (o *Owner) backends() []healthcheck.Backend {
+	st := o.conf.Load()
+	list := make([]healthcheck.Backend, len(st.cluster.Backends))
+	for i, a := range st.cluster.Backends {
+		list[i] = healthcheck.Backend{Addr: a, Cluster: o.cluster}
+	}
+	return list
+}
+
+// Listen opens the listener on the cluster's owner address. It is apart
+// from Serve so callers learn the address (port 0 in tests) first.
+func (o *Owner) Listen() error {
+	addr := o.conf.Load().cluster.Owner
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("owner: listen %s: %w", addr, err)
+	}
+	o.ln = ln
+	return nil
+}
+
+// Addr is the listener's address, once Listen has returned.
+func (o *Owner) Addr() net.Addr { return o.ln.Addr() }
+
+// Serve accepts gateway connections until Shutdown, then returns nil.
+func (o *Owner) Serve() error {
+	if o.ln == nil {
+		if err := o.Listen(); err != nil {
+			return err
+		}
+	}
+	o.log.Info("owner accepting gateways", "cluster", o.cluster, "addr", o.ln.Addr().String())
+	return acceptloop.Run(o.ln, o.log, o.closing.Load, func(nc net.Conn) {
+		id := o.nextConnID()
+		o.sessGroup.Go("owner session", func() { o.serveConn(nc, id) })
+	})
+}
+
+func (o *Owner) nextConnID() uint32 {
+	for {
+		id := o.connIDs.Add(1)
+		if id == 0 {
+			continue
+		}
+		o.mu.Lock()
+		_, used := o.sessions[id]
+		o.mu.Unlock()
+		if !used {
+			return id
+		}
+	}
+}
+
+// Reload applies a new configuration: the cluster's backends, backend
+// account, owner_tables and failover buffer. Tables are discovered again.
+// The listen address and health settings keep their values until a
+// restart (a warning says so).
+func (o *Owner) Reload(cfg *config.Config) error {
+	st, err := settingsFor(cfg, o.cluster)
+	if err != nil {
+		return err
+	}
+	prev := o.conf.Load()
+	if st.cluster.Owner != prev.cluster.Owner {
+		o.log.Warn("the owner address changes only with a restart", "running", prev.cluster.Owner, "file", st.cluster.Owner)
+	}
+	if st.health != prev.health {
+		o.log.Warn("health settings change only with a restart")
+	}
+	st.cluster.Owner, st.health = prev.cluster.Owner, prev.health
+	o.conf.Store(st)
+	o.health.Refresh()
+	// A changed account needs new connections: treat it as a new primary.
+	o.applySnapshot(o.health.Snapshot())
+	o.requestDiscovery()
+	return nil
+}
+
+// failoverBuffer is how long a statement waits for a primary.
+func (o *Owner) failoverBuffer() time.Duration {
+	if d := o.conf.Load().cluster.FailoverBuffer; d != nil {
+		return *d
+	}
+	return 0
+}
+
+// watchPrimary follows discovery's snapshots and switches primaries.
+func (o *Owner) watchPrimary() {
+	for {
+		snap := o.health.Snapshot()
+		o.applySnapshot(snap)
+		select {
+		case <-snap.Changed():
+		case <-o.ctx.Done():
+			return
+		}
+	}
+}
+
+// applySnapshot makes the snapshot's primary (or its absence) current.
+// A different address or account opens a new primary with the next
+// generation, which invalidates every sequence block, empties the message
+// caches and triggers a discovery of tables.
+func (o *Owner) applySnapshot(snap *healthcheck.Snapshot) {
+	if snap.Round == 0 {
+		return
+	}
+	addr, reason := "", "the cluster is not in discovery's snapshot"
+	if c := snap.Clusters[o.cluster]; c != nil {
+		addr, reason = c.Primary, c.NoPrimaryReason
+	}
+	st := o.conf.Load()
+	o.primMu.Lock()
+	cur := o.prim
+	o.noPrimary = reason
+	same := cur == nil && addr == "" ||
+		cur != nil && cur.addr == addr && cur.user == st.cluster.BackendUser && cur.pass == st.cluster.BackendPassword
+	if same || o.ctx.Err() != nil { // Shutdown closes the last primary itself
+		o.primMu.Unlock()
+		return
+	}
+	var next *primary
+	if addr != "" {
+		p, err := newPrimary(addr, o.primGen+1, st.cluster.BackendUser, st.cluster.BackendPassword)
+		if err != nil {
+			o.primMu.Unlock()
+			o.log.Error("cannot open the primary", "addr", addr, "error", err)
+			return
+		}
+		next = p
+	}
+	o.primGen++
+	o.prim = next
+	close(o.primChanged)
+	o.primChanged = make(chan struct{})
+	gen := o.primGen
+	from := ""
+	if cur != nil {
+		// Closing waits for the statements still running on it. Started
+		// under primMu, so Shutdown's barrier on primMu orders it before
+		// the group's Wait.
+		from = cur.addr
+		o.bgGroup.Go("owner primary close", func() {
+			if err := cur.close(); err != nil {
+				o.log.Debug("closing the previous primary's connections", "addr", cur.addr, "error", err)
+			}
+		})
+	}
+	o.primMu.Unlock()
+
+	if next == nil {
+		o.log.Warn("no primary: sequence and message statements wait for one", "cluster", o.cluster, "previous", from, "reason", reason)
+	} else {
+		o.log.Info("primary changed: sequence blocks will be reserved again", "cluster", o.cluster, "from", from, "to", addr, "generation", gen)
+	}
+	for _, t := range o.tables.Load().list {
+		if t.queue != nil {
+			t.queue.reset()
+		}
+	}
+	if next != nil {
+		o.requestDiscovery()
+	}
+}
+
+// primaryNow returns the current primary without waiting.
+func (o *Owner) primaryNow() (*primary, error) {
+	o.primMu.Lock()
+	defer o.primMu.Unlock()
+	if o.prim == nil {
+		return nil, &noPrimaryError{cluster: o.cluster, reason: o.noPrimary}
+	}
+	return o.prim, nil
+}
+
+// currentPrimary returns the current primary, waiting up to the cluster's
+// failover buffer for discovery to find one.
+func (o *Owner) currentPrimary(ctx context.Context) (*primary, error) {
+	var timeout <-chan time.Time
+	for {
+		o.primMu.Lock()
+		p, changed, reason := o.prim, o.primChanged, o.noPrimary
+		o.primMu.Unlock()
+		if p != nil {
+			return p, nil
+		}
+		if timeout == nil {
+			t := time.NewTimer(o.failoverBuffer())
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			return nil, &noPrimaryError{cluster: o.cluster, reason: reason}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// reportFailure tells discovery that the primary at addr failed a
+// statement, so it is probed at once.
+func (o *Owner) reportFailure(addr string, err error) {
+	o.log.Debug("statement on the primary failed", "addr", addr, "error", err)
+	o.health.ReportFailure(addr)
+}
+
+// requestDiscovery asks for a discovery of tables; requests coalesce.
+func (o *Owner) requestDiscovery() {
+	select {
+	case o.discoverReq <- struct{}{}:
+	default:
+	}
+}
+
+// discoveryLoop discovers tables when asked, and retries failures every
+// health interval while a primary is known.
+func (o *Owner) discoveryLoop() {
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-o.ctx.Done():
+			return
+		case <-o.discoverReq:
+		case <-retry:
+		}
+		retry = nil
+		err := o.discover()
+		var np *noPrimaryError
+		switch {
+		case err == nil || errors.As(err, &np):
+			// A new primary will ask again.
+		case o.ctx.Err() != nil:
+			return
+		default:
+			if !o.discoverFail {
+				o.log.Warn("cannot discover the owner's tables; retrying", "error", err)
+			}
+			o.discoverFail = true
+			retry = time.After(o.conf.Load().health.Interval)
+		}
+	}
+}
+
+// discover reads the owned tables from the primary and applies them.
+func (o *Owner) discover() error {
+	p, err := o.primaryNow()
+	if err != nil {
+		return err
+	}
+	st := o.conf.Load()
+	ctx, cancel := context.WithTimeout(o.ctx, statementTimeout)
+	defer cancel()
+	found, warnings, err := discoverTables(ctx, p.db, st.cluster.OwnerTables.Sequences, st.cluster.OwnerTables.Messages)
+	if err != nil {
+		if isConnError(err) {
+			o.reportFailure(p.addr, err)
+		}
+		return err
+	}
+	if o.discoverFail {
+		o.log.Info("owner tables discovered again")
+		o.discoverFail = false
+	}
+	for _, w := range warnings {
+		o.log.Warn(w)
+	}
+	o.applyTables(found)
+	o.discoveredOnce.Do(func() { close(o.discovered) })
+	return nil
+}
+
+// applyTables replaces the table set. Sequences and queues of tables that
+// stay are kept (with their blocks, caches and subscribers); queues of
+// tables that left are closed, ending their streams with an error.
+func (o *Owner) applyTables(found []foundTable) {
+	o.tablesMu.Lock()
+	defer o.tablesMu.Unlock()
+	if o.ctx.Err() != nil {
+		return
+	}
+	old := o.tables.Load()
+	set := &tableSet{byKey: make(map[string]*table, len(found))}
+	var names []string
+	for i := range found {
+		f := &found[i]
+		t := &table{Schema: f.Schema, Name: f.Name, kind: f.kind}
+		prev := old.lookup(f.Schema, f.Name)
+		if prev != nil && prev.kind != f.kind {
+			o.closeTable(prev)
+			prev = nil
+		}
+		switch f.kind {
+		case kindSequence:
+			t.seq = &sequence{}
+			if prev != nil {
+				t.seq = prev.seq
+			}
+		case kindMessage:
+			cols := f.streamColumns()
+			defs := make([]wire.Column, len(cols))
+			for i, c := range cols {
+				defs[i] = c.Def
+			}
+			store := newSQLQueue(t, cols, o.primaryNow, o.reportFailure)
+			if prev != nil {
+				t.queue = prev.queue
+				t.queue.reconfigure(f.opts, store, defs)
+			} else {
+				name := f.Schema + "." + f.Name
+				t.queue = newQueue(name, f.opts, store, defs, o.log.Named("messages").With("table", name), o.now, o.rnd)
+				t.queue.start()
+			}
+		}
+		set.byKey[t.key()] = t
+		set.list = append(set.list, t)
+		names = append(names, t.kind.String()+" "+f.Schema+"."+f.Name)
+	}
+	for _, t := range old.list {
+		if set.byKey[t.key()] == nil {
+			o.closeTable(t)
+		}
+	}
+	o.tables.Store(set)
+	var oldNames []string
+	for _, t := range old.list {
+		oldNames = append(oldNames, t.kind.String()+" "+t.Schema+"."+t.Name)
+	}
+	if !slices.Equal(names, oldNames) {
+		o.log.Info("owner tables", "count", len(names), "tables", strings.Join(names, ", "))
+	}
+}
+
+// closeTable stops a table's queue (a sequence needs nothing).
+func (o *Owner) closeTable(t *table) {
+	if t.queue == nil {
+		return
+	}
+	q := t.queue
+	o.bgGroup.Go("owner queue close", func() {
+		q.close(wire.NewError(1146, "42S02", "Table '%s.%s' is no longer a message table the owner knows", t.Schema, t.Name))
+	})
+}
+
+// lookupTable finds an owned table (nil when there is none), waiting for
+// the first discovery when none has finished yet.
+func (o *Owner) lookupTable(ctx context.Context, schema, name string) (*table, error) {
+	if err := o.waitDiscovered(ctx); err != nil {
+		return nil, err
+	}
+	return o.tables.Load().lookup(schema, name), nil
+}
+
+// waitDiscovered waits, up to the failover buffer, until the first
+// discovery of tables has finished.
+func (o *Owner) waitDiscovered(ctx context.Context) error {
+	select {
+	case <-o.discovered:
+		return nil
+	default:
+	}
+	t := time.NewTimer(o.failoverBuffer())
+	defer t.Stop()
+	select {
+	case <-o.discovered:
+		return nil
+	case <-t.C:
+		o.primMu.Lock()
+		reason := o.noPrimary
+		if o.prim != nil {
+			reason = "the owner could not read its table list from the primary yet"
+		}
+		o.primMu.Unlock()
+		return &noPrimaryError{cluster: o.cluster, reason: reason}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Shutdown stops accepting, ends every stream (with error 1053), closes
+// idle connections at once and lets statements in flight finish until
+// ctx ends; then it cuts the rest and returns an error saying so. It
+// closes discovery and the primary's connections last. Later calls wait
+// for the first and return nil.
+func (o *Owner) Shutdown(ctx context.Context) error {
+	if !o.closing.CompareAndSwap(false, true) {
+		<-o.done
+		return nil
+	}
+	defer close(o.done)
+	var errs []error
+	if o.ln != nil {
+		if err := o.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	o.cancel()
+	o.forEachSession(func(ss *session) { ss.interruptIfIdle() })
+	waited := make(chan struct{})
+	go func() { o.sessGroup.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		n := 0
+		o.forEachSession(func(ss *session) { n++; ss.forceClose() })
+		o.hardCancel()
+		errs = append(errs, fmt.Errorf("owner shutdown: %d connections still busy after the drain timeout were closed", n))
+		<-waited
+	}
+	o.hardCancel()
+	o.tablesMu.Lock()
+	set := o.tables.Load()
+	o.tables.Store(&tableSet{byKey: map[string]*table{}})
+	o.tablesMu.Unlock()
+	for _, t := range set.list {
+		if t.queue != nil {
+			t.queue.close(wire.NewError(1053, "08S01", "Server shutdown in progress"))
+		}
+	}
+	errs = append(errs, o.health.Close())
+	// ctx is cancelled: no new primary and no new close starts after this.
+	o.primMu.Lock()
+	p := o.prim
+	o.prim = nil
+	o.primMu.Unlock()
+	o.bgGroup.Wait()
+	if p != nil {
+		errs = append(errs, p.close())
+	}
+	return errors.Join(errs...)
+}
+
+func (o *Owner) forEachSession(fn func(*session)) {
+	o.mu.Lock()
+	list := make([]*session, 0, len(o.sessions))
+	for _, ss := range o.sessions {
+		list = append(list, ss)
+	}
+	o.mu.Unlock()
+	for _, ss := range list {
+		fn(ss)
+	}
+}

@@ -1,0 +1,108 @@
+package owner
+
+import (
+	"context"
+	"math"
+	"sync"
+
+	"github.com/directgate/directgate/wire"
+)
+
+// blockStore reserves blocks of a sequence table on the primary.
+type blockStore interface {
+	// reserveBlock runs one transaction: it reads next_id and cache of the
+	// row id 0, locking it (SELECT ... FOR UPDATE), calls plan with them,
+	// writes the next_id plan returns and commits. An error of plan
+	// rolls back and is returned. After an error the caller cannot know
+	// whether the new next_id was committed.
+	reserveBlock(ctx context.Context, plan func(nextID, cache int64) (int64, error)) error
+}
+
+// sequence hands out the values of one sequence table from an in-memory
+// block [next, last) reserved on the primary. Calls are serialized by mu,
+// which is held across a reservation: callers of the same sequence queue
+// behind one round trip, other sequences are not affected.
+type sequence struct {
+	mu sync.Mutex
+	// gen is the primary generation the block was reserved on; 0 means
+	// there is no block.
+	gen        uint64
+	next, last int64
+}
+
+// exhaustedError is returned when a sequence has no value below 2^63
+// left for a request.
+type exhaustedError struct{}
+
+func (exhaustedError) Error() string { return "the sequence has run out of values below 2^63" }
+
+// nextValues returns the first of n consecutive unused values. gen is the
+// generation of the primary store talks to: a block reserved on another
+// generation (an earlier primary) is never used, so the first call after
+// a primary change reserves from the table again. Values only grow, in
+// the order calls return, and are never handed out twice as long as every
+// process hands out values only from blocks it committed.
+func (s *sequence) nextValues(ctx context.Context, gen uint64, store blockStore, n int64) (int64, error) {
+	if n < 1 {
+		return 0, errBadCount()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gen != gen {
+		s.gen, s.next, s.last = 0, 0, 0
+	}
+	if s.gen == 0 || s.next > math.MaxInt64-n || s.next+n > s.last {
+		next, last := s.next, s.last
+		valid := s.gen != 0
+		err := store.reserveBlock(ctx, func(nextID, cache int64) (int64, error) {
+			var err error
+			next, last, err = planBlock(valid, s.next, s.last, nextID, cache, n)
+			return last, err
+		})
+		if err != nil {
+			// Whether the new next_id was committed is unknown: the next
+			// call starts over from the table.
+			s.gen, s.next, s.last = 0, 0, 0
+			return 0, err
+		}
+		s.gen, s.next, s.last = gen, next, last
+	}
+	v := s.next
+	s.next += n
+	return v, nil
+}
+
+// planBlock computes the block after a reservation that read nextID and
+// cache from the table, for a request of n values while memory holds
+// [next, last) (valid false: nothing trusted in memory). It returns the
+// new block [next, newLast); newLast is written to the table as next_id.
+//
+// As in Vitess, memory continues where it was when the table still says
+// what this process last wrote (nextID == last); otherwise (first use,
+// after a primary change, or someone moved next_id) the block starts at
+// next_id, or at last when next_id went backwards under a valid block.
+// The table advances by whole multiples of cache, enough for n values.
+func planBlock(valid bool, next, last, nextID, cache, n int64) (int64, int64, error) {
+	if cache < 1 {
+		return 0, 0, wire.NewError(1105, "HY000", "the cache column of the sequence row is %d; it must be at least 1", cache)
+	}
+	switch {
+	case !valid:
+		next, last = nextID, nextID
+	case nextID != last:
+		start := max(nextID, last)
+		next, last = start, start
+	}
+	if next > math.MaxInt64-n {
+		return 0, 0, exhaustedError{}
+	}
+	need := next + n - last // > 0: the block lacks this many values
+	blocks := need / cache
+	if need%cache != 0 {
+		blocks++
+	}
+	if blocks > (math.MaxInt64-last)/cache {
+		return 0, 0, exhaustedError{}
+	}
+	return next, last + blocks*cache, nil
+}

@@ -1,0 +1,462 @@
+package owner
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/directgate/directgate/wire"
+)
+
+// serverVersion is announced in the owner's greeting.
+const serverVersion = "10.11.0-directgate-owner"
+
+// ownerCaps are the capabilities the owner offers: the gateway's, without
+// CLIENT_DEPRECATE_EOF (results use classic EOF packets, as gateways
+// expect from a backend), multi-statements and LOCAL INFILE.
+const ownerCaps = wire.ServerCaps &^ (wire.CapDeprecateEOF | wire.CapMultiStatements | wire.CapLocalFiles)
+
+const (
+	// handshakeTimeout bounds the time a client gets to log in.
+	handshakeTimeout = 10 * time.Second
+	// keepBuffer is the largest buffer a session keeps between commands.
+	keepBuffer = 1 << 20
+	// streamWriteTimeout bounds writing one batch to a subscriber; a
+	// subscriber that does not read for this long is dropped.
+	streamWriteTimeout = 30 * time.Second
+	// maxPacket bounds a command from a gateway.
+	maxPacket = 64 << 20
+)
+
+// session is one gateway connection. Its goroutine runs handshake and
+// loop; nothing else touches its Conn, except, during a STREAM, the
+// queue's deliveries (which write, serialized by streamSub.mu) and the
+// watcher that waits for the client to close (which only peeks).
+type session struct {
+	o       *Owner
+	id      uint32
+	nc      net.Conn
+	c       *wire.Conn
+	log     hclog.Logger
+	caps    uint32
+	db      string // default database: from the handshake, then COM_INIT_DB
+	loginDB string
+	rw      wire.ResultWriter
+	buf     []byte
+	busy    atomic.Bool
+}
+
+func (o *Owner) serveConn(nc net.Conn, id uint32) {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	ss := &session{
+		o: o, id: id, nc: nc, c: wire.NewConn(nc, 16<<10, 16<<10),
+		log: o.log.Named("session").With("conn_id", id, "client_addr", nc.RemoteAddr().String()),
+	}
+	ss.c.MaxPacket = maxPacket
+	ss.rw = wire.ResultWriter{Conn: ss.c, Status: wire.StatusAutocommit}
+	o.mu.Lock()
+	o.sessions[id] = ss
+	o.mu.Unlock()
+	defer func() {
+		o.mu.Lock()
+		delete(o.sessions, id)
+		o.mu.Unlock()
+		_ = nc.Close()
+	}()
+	if o.closing.Load() {
+		return
+	}
+	if err := ss.handshake(); err != nil {
+		ss.log.Debug("handshake failed", "error", err)
+		return
+	}
+	if err := ss.loop(); err != nil && !o.closing.Load() {
+		ss.log.Debug("connection ended", "error", err)
+	}
+}
+
+// interruptIfIdle ends the session's wait for its next command (Shutdown).
+func (ss *session) interruptIfIdle() {
+	if !ss.busy.Load() {
+		_ = ss.nc.SetReadDeadline(time.Now())
+	}
+}
+
+// forceClose cuts the connection.
+func (ss *session) forceClose() { _ = ss.nc.Close() }
+
+// handshake greets the gateway and checks its login against the
+// cluster's backend account (mysql_native_password; caching_sha2_password
+// fast auth is accepted too).
+func (ss *session) handshake() error {
+	_ = ss.nc.SetDeadline(time.Now().Add(handshakeTimeout))
+	defer ss.nc.SetDeadline(time.Time{})
+	salt, err := wire.NewSalt()
+	if err != nil {
+		return err
+	}
+	g := &wire.Greeting{
+		ServerVersion: serverVersion, ConnectionID: ss.id, Salt: salt, Caps: ownerCaps,
+		Collation: wire.DefaultCollation, Status: wire.StatusAutocommit, AuthPlugin: wire.NativePassword,
+	}
+	resp, plugin, answer, err := wire.ServerHandshake(ss.c, g)
+	switch {
+	case errors.Is(err, wire.ErrTLSRequested):
+		return ss.fail(wire.NewError(1043, "08S01", "Bad handshake: the owner does not offer TLS; connect without SSL"))
+	case errors.Is(err, wire.ErrBadHandshake):
+		_ = ss.fail(wire.NewError(1043, "08S01", "Bad handshake"))
+		return err
+	case err != nil:
+		return err
+	}
+	ss.caps = resp.Caps & ownerCaps
+	ss.rw.Caps = ss.caps
+	cl := ss.o.conf.Load().cluster
+	if resp.User != cl.BackendUser || !wire.CheckScramble(plugin, salt, answer, cl.BackendPassword) {
+		ss.log.Warn("login refused: gateways log in with the cluster's backend_user", "user", resp.User)
+		using := "NO"
+		if len(answer) > 0 {
+			using = "YES"
+		}
+		return ss.fail(wire.NewError(1045, "28000", "Access denied for user '%s' (using password: %s)", resp.User, using))
+	}
+	if plugin == wire.CachingSha2Password {
+		if err := ss.c.WritePacket([]byte{0x01, 0x03}); err != nil { // fast auth success
+			return err
+		}
+	}
+	if resp.Caps&wire.CapConnectWithDB != 0 {
+		ss.db, ss.loginDB = resp.Database, resp.Database
+	}
+	if err := ss.writeOK(wire.OK{Status: wire.StatusAutocommit}); err != nil {
+		return err
+	}
+	return ss.c.Flush()
+}
+
+// fail sends e and returns it, for errors that end the connection.
+func (ss *session) fail(e *wire.SQLError) error {
+	if err := ss.writeErr(e); err == nil {
+		_ = ss.c.Flush()
+	}
+	return e
+}
+
+func (ss *session) writeOK(ok wire.OK) error {
+	ss.buf = wire.AppendOK(ss.buf[:0], ok)
+	return ss.c.WritePacket(ss.buf)
+}
+
+func (ss *session) writeErr(e *wire.SQLError) error {
+	ss.buf = wire.AppendERR(ss.buf[:0], e)
+	return ss.c.WritePacket(ss.buf)
+}
+
+// loop answers commands until the client quits, fails or a stream ends.
+func (ss *session) loop() error {
+	for {
+		if ss.o.closing.Load() {
+			return nil
+		}
+		ss.c.ResetSeq()
+		ss.c.ShrinkBuffer(keepBuffer)
+		ss.rw.ShrinkBuffer(keepBuffer)
+		if cap(ss.buf) > keepBuffer {
+			ss.buf = nil
+		}
+		ss.busy.Store(false)
+		if ss.o.closing.Load() {
+			return nil
+		}
+		p, err := ss.c.ReadPacket()
+		ss.busy.Store(true)
+		if err != nil {
+			if errors.Is(err, io.EOF) || ss.o.closing.Load() {
+				return nil
+			}
+			return err
+		}
+		if len(p) == 0 {
+			return wire.ErrMalformed
+		}
+		end := false
+		switch p[0] {
+		case wire.ComQuit:
+			return nil
+		case wire.ComPing:
+			err = ss.writeOK(wire.OK{Status: wire.StatusAutocommit})
+		case wire.ComInitDB:
+			ss.db = string(p[1:])
+			err = ss.writeOK(wire.OK{Status: wire.StatusAutocommit})
+		case wire.ComResetConnection:
+			ss.db = ss.loginDB
+			err = ss.writeOK(wire.OK{Status: wire.StatusAutocommit})
+		case wire.ComSetOption:
+			ss.buf = wire.AppendEOF(ss.buf[:0], 0, wire.StatusAutocommit)
+			err = ss.c.WritePacket(ss.buf)
+		case wire.ComQuery:
+			end, err = ss.query(string(p[1:]))
+		default:
+			err = ss.writeErr(wire.NewError(1047, "08S01", "Unknown command"))
+		}
+		if err != nil || end { // a stream has closed the connection itself
+			return err
+		}
+		if err := ss.c.Flush(); err != nil {
+			return err
+		}
+	}
+}
+
+// query answers one COM_QUERY. end reports that the connection must
+// close (a STREAM ended). An error is a connection failure; statement
+// errors are sent to the client.
+func (ss *session) query(q string) (end bool, err error) {
+	st := parseStatement(ss.o.parser, q)
+	if st.kind == stmtUnsupported {
+		shown := q
+		if len(shown) > 200 {
+			shown = shown[:200] + "..."
+		}
+		return false, ss.writeErr(wire.NewError(1235, "42000", "This version of the owner doesn't support: %s; send it to the gateway", shown))
+	}
+	if st.err != nil {
+		return false, ss.writeErr(st.err)
+	}
+	ctx, cancel := context.WithTimeout(ss.o.hard, statementTimeout)
+	defer cancel()
+	if st.kind == stmtShowTables {
+		return false, ss.showTables(ctx)
+	}
+	want := kindMessage
+	if st.kind == stmtNext {
+		want = kindSequence
+	}
+	t, sqlErr := ss.resolve(ctx, st.table, want)
+	if sqlErr != nil {
+		return false, ss.writeErr(sqlErr)
+	}
+	switch st.kind {
+	case stmtNext:
+		return false, ss.nextValues(ctx, t, st.count)
+	case stmtInsert, stmtAck:
+		return false, ss.exec(ctx, t, st, q)
+	}
+	return true, ss.stream(t)
+}
+
+// resolve finds the owned table a statement names, with the session's
+// default database for an unqualified name.
+func (ss *session) resolve(ctx context.Context, name tableName, want kind) (*table, *wire.SQLError) {
+	schema := name.Schema
+	if schema == "" {
+		schema = ss.db
+	}
+	if schema == "" {
+		return nil, wire.NewError(1046, "3D000", "No database selected")
+	}
+	t, err := ss.o.lookupTable(ctx, schema, name.Name)
+	if err != nil {
+		return nil, ss.o.toSQLError(err, nil, "")
+	}
+	if t == nil || t.kind != want {
+		if want == kindSequence {
+			return nil, wire.NewError(1146, "42S02", "Table '%s.%s' doesn't exist or is not a sequence the owner knows (comment vitess_sequence or owner_tables.sequences)", schema, name.Name)
+		}
+		return nil, wire.NewError(1146, "42S02", "Table '%s.%s' doesn't exist or is not a message table the owner knows (comment vitess_message or owner_tables.messages)", schema, name.Name)
+	}
+	return t, nil
+}
+
+// statementFailed maps err for the client and tells discovery about a
+// primary that failed or refused a write as read-only.
+func (ss *session) statementFailed(p *primary, t *table, err error) error {
+	var me *mysql.MySQLError
+	switch {
+	case isConnError(err):
+		ss.o.reportFailure(p.addr, err)
+	case errors.As(err, &me) && me.Number == wire.ErOptionPreventsStatement:
+		ss.o.health.Check(p.addr)
+	}
+	return ss.writeErr(ss.o.toSQLError(err, t, p.addr))
+}
+
+// nextvalColumn is the one column of a NEXT VALUES result.
+func nextvalColumn() wire.Column {
+	return wire.Column{Name: "nextval", Charset: wire.BinaryCollation, Length: 20, Type: wire.TypeLongLong,
+		Flags: wire.FlagNotNull | wire.FlagBinary}
+}
+
+// nextValues answers SELECT NEXT n VALUES: one row, the first value.
+func (ss *session) nextValues(ctx context.Context, t *table, n int64) error {
+	p, err := ss.o.currentPrimary(ctx)
+	if err != nil {
+		return ss.writeErr(ss.o.toSQLError(err, t, ""))
+	}
+	v, err := t.seq.nextValues(ctx, p.gen, tableBlocks{p: p, t: t}, n)
+	if err != nil {
+		return ss.statementFailed(p, t, err)
+	}
+	cols := [1]wire.Column{nextvalColumn()}
+	if err := ss.rw.Columns(cols[:]); err != nil {
+		return err
+	}
+	var num [20]byte
+	row := [1][]byte{strconv.AppendInt(num[:0], v, 10)}
+	if err := ss.rw.Row(row[:]); err != nil {
+		return err
+	}
+	return ss.rw.End(0)
+}
+
+// exec runs an insert into or an ack of a message table on the primary,
+// verbatim, in the session's default database, and answers with the
+// primary's OK. An insert makes the queue poll at once; an ack drops the
+// acked ids from its cache.
+func (ss *session) exec(ctx context.Context, t *table, st statement, q string) error {
+	p, err := ss.o.currentPrimary(ctx)
+	if err != nil {
+		return ss.writeErr(ss.o.toSQLError(err, t, ""))
+	}
+	schema := ""
+	if st.table.Schema == "" {
+		schema = ss.db
+	}
+	db, err := p.forSchema(schema)
+	if err != nil {
+		return ss.statementFailed(p, t, err)
+	}
+	res, err := db.ExecContext(ctx, q)
+	if err != nil {
+		return ss.statementFailed(p, t, err)
+	}
+	affected, _ := res.RowsAffected()
+	lastID, _ := res.LastInsertId()
+	if st.kind == stmtInsert {
+		t.queue.inserted()
+	} else {
+		t.queue.acked(st.ids)
+	}
+	return ss.writeOK(wire.OK{AffectedRows: uint64(affected), LastInsertID: uint64(lastID), Status: wire.StatusAutocommit})
+}
+
+// ownerTablesColumns are the columns of SHOW OWNER TABLES.
+func ownerTablesColumns() []wire.Column {
+	col := func(name string, length uint32) wire.Column {
+		return wire.Column{Name: name, Charset: uint16(wire.DefaultCollation), Length: length, Type: wire.TypeVarString, Flags: wire.FlagNotNull}
+	}
+	return []wire.Column{col("db", 256), col("table", 256), col("kind", 32)}
+}
+
+// showTables answers SHOW OWNER TABLES: db, table, kind per owned table.
+func (ss *session) showTables(ctx context.Context) error {
+	if err := ss.o.waitDiscovered(ctx); err != nil {
+		return ss.writeErr(ss.o.toSQLError(err, nil, ""))
+	}
+	if err := ss.rw.Columns(ownerTablesColumns()); err != nil {
+		return err
+	}
+	row := make([][]byte, 3)
+	for _, t := range ss.o.tables.Load().list {
+		row[0], row[1], row[2] = []byte(t.Schema), []byte(t.Name), []byte(t.kind.String())
+		if err := ss.rw.Row(row); err != nil {
+			return err
+		}
+	}
+	return ss.rw.End(0)
+}
+
+// stream answers STREAM * FROM t: the column definitions, then rows as
+// the queue delivers them, until the client goes away, the queue ends the
+// subscription or the owner shuts down (error 1053 ends the result). The
+// connection closes afterwards.
+func (ss *session) stream(t *table) error {
+	_ = ss.nc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	if err := ss.rw.Columns(t.queue.columns()); err != nil {
+		return err
+	}
+	if err := ss.c.Flush(); err != nil {
+		return err
+	}
+	_ = ss.nc.SetWriteDeadline(time.Time{})
+	sub := &streamSub{ss: ss}
+	subscription := t.queue.subscribe(sub)
+	gone := make(chan struct{})
+	ss.o.sessGroup.Go("owner stream watch", func() {
+		defer close(gone)
+		for {
+			// Anything from the client, or its close, ends the stream.
+			if ok, err := ss.c.WaitReadable(time.Hour); ok || err != nil {
+				return
+			}
+		}
+	})
+	var reason *wire.SQLError
+	select {
+	case <-subscription.Done():
+		reason = subscription.err
+	case <-gone:
+	case <-ss.o.ctx.Done():
+		reason = wire.NewError(1053, "08S01", "Server shutdown in progress")
+	}
+	t.queue.unsubscribe(subscription)
+	sub.finish(reason)
+	_ = ss.nc.Close()
+	<-gone
+	return nil
+}
+
+// streamSub is a session as a queue subscriber. mu serializes writes of
+// deliveries and of the final error.
+type streamSub struct {
+	ss     *session
+	mu     sync.Mutex
+	closed bool
+}
+
+func (s *streamSub) send(rows [][][]byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("stream closed")
+	}
+	ss := s.ss
+	_ = ss.nc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	for _, r := range rows {
+		if err := ss.rw.Row(r); err != nil {
+			return err
+		}
+	}
+	if err := ss.c.Flush(); err != nil {
+		return err
+	}
+	return ss.nc.SetWriteDeadline(time.Time{})
+}
+
+// finish ends the stream: no delivery writes after it; reason, if any,
+// is sent as the ERR packet that ends the result.
+func (s *streamSub) finish(reason *wire.SQLError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if reason != nil {
+		ss := s.ss
+		_ = ss.nc.SetWriteDeadline(time.Now().Add(time.Second))
+		if ss.writeErr(reason) == nil {
+			_ = ss.c.Flush()
+		}
+	}
+}
