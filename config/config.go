@@ -43,6 +43,10 @@ type Config struct {
 	// ServerVersion is announced to clients. Default: the version of the
 	// first backend reached at start, else "10.11.0-MariaDB-directgate".
 	ServerVersion string `yaml:"server_version"`
+	// TLS lets clients encrypt their connections to the gateway. Unset
+	// (no cert): the gateway offers no TLS and refuses clients asking for
+	// it with error 1043.
+	TLS TLS `yaml:"tls"`
 }
 
 // Log configures logging.
@@ -160,6 +164,9 @@ type Cluster struct {
 	OwnerTimeout time.Duration `yaml:"owner_timeout"`
 	// AutoIncrement fills a column of INSERTs from a sequence.
 	AutoIncrement []AutoIncrement `yaml:"auto_increment"`
+	// BackendTLS says whether and how the pools and probes encrypt their
+	// connections to the backends. Default mode disabled.
+	BackendTLS BackendTLS `yaml:"backend_tls"`
 }
 
 // OwnerTables are tables the owner serves, named "db.table".
@@ -297,6 +304,9 @@ func (c *Config) ApplyDefaults() {
 		if cl.OwnerTimeout == 0 {
 			cl.OwnerTimeout = time.Second
 		}
+		if cl.BackendTLS.Mode == "" {
+			cl.BackendTLS.Mode = TLSDisabled
+		}
 		p := &cl.Pool
 		if p.Size == 0 {
 			p.Size = 64
@@ -356,6 +366,7 @@ func (c *Config) Validate() error {
 	if c.MaxClientConnections < 1 {
 		bad("max_client_connections", "must be at least 1")
 	}
+	c.TLS.validate("tls", bad)
 	if c.Health.Interval < 10*time.Millisecond {
 		bad("health.interval", "must be at least 10ms")
 	}
@@ -441,6 +452,7 @@ func (c *Config) Validate() error {
 				bad(ak+".column", "required")
 			}
 		}
+		cl.BackendTLS.validate(k+".backend_tls", bad)
 		if len(cl.AutoIncrement) > 0 && cl.Owner == "" {
 			bad(k+".auto_increment", "needs an owner: set %s.owner", k)
 		}

@@ -386,12 +386,12 @@ func TestOwnerAutoIncrement(t *testing.T) {
 // subscriber reads STREAM * FROM msgs through a gateway with a raw client
 // (so the test can cut its connection), acking what it gets.
 type subscriber struct {
-	name  string
-	addr  string
-	ack   *sql.DB
-	mu    sync.Mutex
-	conn  *wire.BackendConn
-	dead  atomic.Bool
+	name string
+	addr string
+	ack  *sql.DB
+	mu   sync.Mutex
+	conn *wire.BackendConn
+	dead atomic.Bool
 	// noAck makes the subscriber take messages without acking them (one
 	// that hangs before it dies).
 	noAck bool

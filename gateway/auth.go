@@ -11,12 +11,18 @@ import (
 // errAuthFailed ends a session whose login was refused (already logged).
 var errAuthFailed = errors.New("authentication failed")
 
+// errInsecureTransport ends a plain session refused by
+// require_secure_transport.
+var errInsecureTransport = errors.New("insecure transport refused")
+
 // errUserLimit ends a session refused by its user's max_connections.
 var errUserLimit = errors.New("user connection limit reached")
 
 // handshake greets the client, authenticates it against the configured
 // users and, when it named a database, checks that database on a backend.
 func (ss *Session) handshake() error {
+	// ss.nc is the socket: its deadlines also bound the TLS handshake and
+	// every read and write over TLS.
 	_ = ss.nc.SetDeadline(time.Now().Add(handshakeTimeout))
 	defer ss.nc.SetDeadline(time.Time{})
 	salt, err := wire.NewSalt()
@@ -33,16 +39,22 @@ func (ss *Session) handshake() error {
 		Status:        wire.StatusAutocommit,
 		AuthPlugin:    wire.NativePassword,
 	}
-	resp, plugin, answer, err := wire.ServerHandshake(ss.client, g)
+	ct := ss.srv.tls.Load()
+	resp, plugin, answer, err := wire.ServerHandshakeTLS(ss.client, g, ct.conf)
 	switch {
 	case errors.Is(err, wire.ErrTLSRequested):
-		ss.writeErr(wire.NewError(1043, "08S01", "Bad handshake: this gateway does not offer TLS yet; connect without SSL"))
+		ss.writeErr(wire.NewError(1043, "08S01", "Bad handshake: this gateway does not offer TLS (set tls.cert and tls.key in its config); connect without SSL"))
 		return err
 	case errors.Is(err, wire.ErrBadHandshake):
 		ss.writeErr(wire.NewError(1043, "08S01", "Bad handshake"))
 		return err
 	case err != nil:
 		return err
+	}
+	if ct.require && ss.client.TLS() == nil {
+		ss.log.Warn("login refused: plain connection while require_secure_transport is on", "user", resp.User)
+		ss.writeErr(wire.NewError(erSecureTransportRequired, "HY000", "Connections using insecure transport are prohibited while --require_secure_transport=ON."))
+		return errInsecureTransport
 	}
 	ss.caps = resp.Caps & wire.ServerCaps
 	user, known := ss.srv.user(resp.User)

@@ -125,6 +125,8 @@ type cluster struct {
 
 	// conf is the cluster's configuration; a reload swaps it.
 	conf atomic.Pointer[config.Cluster]
+	// tls is conf.BackendTLS with its files read; a reload swaps it.
+	tls atomic.Pointer[backendTLS]
 	// backends maps address to backend, copy-on-write: sessions read it
 	// without a lock, reloads replace it under mu.
 	backends atomic.Pointer[map[string]*backend]
@@ -153,6 +155,11 @@ type cluster struct {
 func newCluster(cfg config.Cluster, log hclog.Logger, refresh time.Duration) (*cluster, error) {
 	c := &cluster{name: cfg.Name, log: log}
 	c.conf.Store(&cfg)
+	bt, err := loadBackendTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.tls.Store(bt)
 	c.setAutoIncrement(cfg.AutoIncrement)
 	empty := map[string]*backend{}
 	c.backends.Store(&empty)
@@ -362,6 +369,8 @@ func (c *cluster) dial(ctx context.Context, be *backend, foundRows bool) (*backe
 	if foundRows {
 		o.Caps |= wire.CapFoundRows
 	}
+	bt := c.tls.Load()
+	o.TLS, o.TLSPreferred = bt.conf, bt.preferred
 	bc, err := wire.Dial(ctx, be.addr, o)
 	if err != nil {
 		var sqlErr *wire.SQLError

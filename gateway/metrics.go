@@ -252,7 +252,7 @@ func rejectReasonOf(err error) rejectReason {
 	if errors.Is(err, errUserLimit) {
 		return rejectTooMany
 	}
-	if errors.Is(err, errAuthFailed) {
+	if errors.Is(err, errAuthFailed) || errors.Is(err, errInsecureTransport) {
 		return rejectAuth
 	}
 	return rejectHandshake

@@ -121,7 +121,10 @@ func (ss *Session) streamOwner(p []byte) error {
 	go func() {
 		defer close(watched)
 		var b [1]byte
-		_, err := ss.nc.Read(b[:])
+		// Through TLS when the client uses it (a byte of the raw socket
+		// would be a piece of a TLS record); ss.nc's deadline still
+		// interrupts the read.
+		_, err := ss.client.NetConn().Read(b[:])
 		if ending.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
 			return // the stream ended first: the watch is over
 		}

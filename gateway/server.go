@@ -34,6 +34,8 @@ type Server struct {
 	clusterNames []string
 	health       *healthcheck.Observer
 	reloadMu     sync.Mutex
+	// tls is what the gateway offers clients; a reload swaps it.
+	tls atomic.Pointer[clientTLS]
 
 	ln      net.Listener
 	group   *safego.Group
@@ -62,6 +64,10 @@ func New(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	ct, err := loadClientTLS(cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
 	parser, err := sqlparser.New(sqlparser.Options{MySQLServerVersion: "10.11.0-MariaDB"})
 	if err != nil {
 		return nil, err
@@ -77,6 +83,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Server, error) {
 		group:      safego.New(log),
 		done:       make(chan struct{}),
 	}
+	s.tls.Store(ct)
 	s.metrics = newMetrics(s)
 	s.setUsers(cfg.Users)
 	for _, c := range cfg.Clusters {
@@ -143,8 +150,12 @@ type clusterProber struct {
 
 // Probe implements healthcheck.Prober.
 func (p clusterProber) Probe(ctx context.Context, b healthcheck.Backend) healthcheck.Result {
-	conf := p.s.clusters[b.Cluster].conf.Load()
-	return healthcheck.MySQLProber{User: conf.BackendUser, Password: conf.BackendPassword, Timeout: p.timeout}.Probe(ctx, b)
+	c := p.s.clusters[b.Cluster]
+	conf, bt := c.conf.Load(), c.tls.Load()
+	return healthcheck.MySQLProber{
+		User: conf.BackendUser, Password: conf.BackendPassword, Timeout: p.timeout,
+		TLS: bt.conf, TLSPreferred: bt.preferred,
+	}.Probe(ctx, b)
 }
 
 // Health returns discovery's latest snapshot: every backend's state and
@@ -156,11 +167,15 @@ func (s *Server) Health() *healthcheck.Snapshot { return s.health.Snapshot() }
 // and get pools; removed ones stop taking statements, their pools close
 // once the statements in flight end), pool sizes and timeouts, and the
 // cluster settings for routing (replica_reads, lags, buffers,
-// auto_increment). Listen addresses, limits, health settings and the
-// owner address keep their values until a restart. Clusters cannot be added or removed: such a file is refused
-// and nothing changes. A cluster whose backends cannot be applied keeps
-// its old configuration; the others and the users are still applied, and
-// the error names the cluster.
+// auto_increment), and TLS: the client-side certificate, key, CA and
+// require_secure_transport, and each cluster's backend_tls (new
+// connections use them; open ones keep their TLS session). Listen
+// addresses, limits, health settings and the owner address keep their
+// values until a restart. Clusters cannot be added or removed, and a TLS
+// file that cannot be read or parsed refuses the reload: nothing changes.
+// A cluster whose backends cannot be applied keeps its old configuration;
+// the others and the users are still applied, and the error names the
+// cluster.
 func (s *Server) Reload(cfg *config.Config) error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
@@ -172,14 +187,30 @@ func (s *Server) Reload(cfg *config.Config) error {
 			return fmt.Errorf("reload: cluster %q is not running; clusters cannot be added or renamed while running, restart the gateway", c.Name)
 		}
 	}
+	// TLS files first: any that fails refuses the whole reload.
+	ct, err := loadClientTLS(cfg.TLS)
+	if err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	bts := make(map[string]*backendTLS, len(cfg.Clusters))
+	for _, c := range cfg.Clusters {
+		bt, err := loadBackendTLS(c)
+		if err != nil {
+			return fmt.Errorf("reload: cluster %s: %w", c.Name, err)
+		}
+		bts[c.Name] = bt
+	}
+	s.tls.Store(ct)
 	var errs []error
 	for _, c := range cfg.Clusters {
 		cl := s.clusters[c.Name]
-		before := cl.conf.Load()
+		before, beforeTLS := cl.conf.Load(), cl.tls.Load()
 		cl.conf.Store(&c)
+		cl.tls.Store(bts[c.Name])
 		removed, err := cl.setBackends(c.Backends)
 		if err != nil {
 			cl.conf.Store(before)
+			cl.tls.Store(beforeTLS)
 			errs = append(errs, fmt.Errorf("reload: cluster %s: %w", c.Name, err))
 			continue
 		}

@@ -36,9 +36,13 @@ const (
 // Session is one client connection and its state. See the package comment
 // for the concurrency contract.
 type Session struct {
-	srv     *Server
-	id      uint32
-	log     hclog.Logger
+	srv *Server
+	id  uint32
+	log hclog.Logger
+	// nc is the client's socket, for deadlines, its address and closing
+	// (which also hold for TLS over it, so other goroutines never need to
+	// know whether the client switched to TLS). Reads and writes go
+	// through client, which carries TLS after an SSL request.
 	nc      net.Conn
 	client  *wire.Conn
 	user    config.User
@@ -159,7 +163,7 @@ func (s *Server) serveConn(nc net.Conn, id uint32) {
 	}
 	if err := ss.handshake(); err != nil {
 		s.metrics.clientRejected(rejectReasonOf(err))
-		if !errors.Is(err, io.EOF) && !errors.Is(err, errAuthFailed) && !errors.Is(err, errUserLimit) {
+		if !errors.Is(err, io.EOF) && !errors.Is(err, errAuthFailed) && !errors.Is(err, errUserLimit) && !errors.Is(err, errInsecureTransport) {
 			ss.log.Debug("handshake failed", "error", err)
 		}
 		return

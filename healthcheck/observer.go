@@ -523,7 +523,7 @@ func (o *Observer) publishLocked(now time.Time) []logEvent {
 		}
 		switch len(c.Writable) {
 		case 0:
-			c.NoPrimaryReason = "no serving writable backend"
+			c.NoPrimaryReason = "no serving writable backend" + downReasons(s, c.Backends)
 		case 1:
 			c.Primary = c.Writable[0]
 			s.Backends[c.Primary].Role = RolePrimary
@@ -578,3 +578,19 @@ func (o *Observer) emit(events []logEvent) {
 
 // randFloat is Policy.Pick's default source of randomness.
 func randFloat() float64 { return rand.Float64() }
+
+// downReasons lists why the backends that do not serve are down, from
+// their last probe (for example a TLS verification failure), as
+// " (addr: error; ...)"; empty when no probe failed.
+func downReasons(s *Snapshot, addrs []string) string {
+	var parts []string
+	for _, a := range addrs {
+		if b := s.Backends[a]; b.State != StateServing && b.Last.Err != nil {
+			parts = append(parts, a+": "+b.Last.Err.Error())
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
+}

@@ -2,6 +2,7 @@ package healthcheck
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -75,6 +76,13 @@ type MySQLProber struct {
 	// Timeout bounds the dial and each read and write of the probe, on
 	// top of the deadline of the context passed to Probe. Zero means 1s.
 	Timeout time.Duration
+	// TLS, when not nil, encrypts the probe's connection (go-sql-driver's
+	// Config.TLS; an empty ServerName becomes the backend's host unless
+	// InsecureSkipVerify is set). Nil: plain connection.
+	TLS *tls.Config
+	// TLSPreferred lets a backend that does not offer TLS be probed over a
+	// plain connection; false fails such a probe.
+	TLSPreferred bool
 }
 
 // Probe implements Prober.
@@ -91,6 +99,10 @@ func (p MySQLProber) Probe(ctx context.Context, b Backend) Result {
 	cfg.Timeout = timeout
 	cfg.ReadTimeout = timeout
 	cfg.WriteTimeout = timeout
+	if p.TLS != nil {
+		cfg.TLS = p.TLS
+		cfg.AllowFallbackToPlaintext = p.TLSPreferred
+	}
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return Result{Err: fmt.Errorf("probe %s: %w", b.Addr, err)}

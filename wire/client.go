@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -31,7 +32,20 @@ type DialOptions struct {
 	ReadBuffer, WriteBuffer int
 	// Attrs are sent as connection attributes (program_name and so on).
 	Attrs map[string]string
+	// TLS, when not nil, encrypts the connection: after the greeting an
+	// SSL request is sent and a TLS handshake run with this configuration
+	// before the handshake response, which then goes over TLS. An empty
+	// ServerName is set to the host of addr. Nil: plain connection.
+	TLS *tls.Config
+	// TLSPreferred makes TLS optional: a server that does not offer it
+	// gets a plain connection. False: such a server fails the dial with
+	// ErrNoServerTLS.
+	TLSPreferred bool
 }
+
+// ErrNoServerTLS is returned by Dial when TLS is required and the server
+// does not offer it.
+var ErrNoServerTLS = errors.New("the server does not offer TLS (start it with ssl-cert and ssl-key, or lower backend_tls.mode)")
 
 // BackendConn is an authenticated connection to a MySQL server.
 type BackendConn struct {
@@ -64,7 +78,7 @@ func Dial(ctx context.Context, addr string, o DialOptions) (*BackendConn, error)
 	}
 	bc := &BackendConn{Conn: NewConn(nc, rs, ws)}
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
-	err = bc.handshake(o)
+	err = bc.handshake(addr, o)
 	if !stop() && err != nil {
 		err = errors.Join(ctx.Err(), err)
 	}
@@ -76,7 +90,7 @@ func Dial(ctx context.Context, addr string, o DialOptions) (*BackendConn, error)
 	return bc, nil
 }
 
-func (bc *BackendConn) handshake(o DialOptions) error {
+func (bc *BackendConn) handshake(addr string, o DialOptions) error {
 	p, err := bc.ReadPacket()
 	if err != nil {
 		return fmt.Errorf("reading greeting: %w", err)
@@ -105,8 +119,21 @@ func (bc *BackendConn) handshake(o DialOptions) error {
 		plugin = NativePassword
 		auth = ScrambleNative(g.Salt, o.Password)
 	}
+	const maxPacket = 1 << 30
+	if o.TLS != nil {
+		if g.Caps&CapSSL == 0 {
+			if !o.TLSPreferred {
+				return ErrNoServerTLS
+			}
+		} else if err := bc.startTLS(addr, o.TLS, caps|CapSSL, maxPacket, coll); err != nil {
+			return err
+		} else {
+			caps |= CapSSL
+			bc.Caps = caps
+		}
+	}
 	resp := &HandshakeResponse{
-		Caps: caps, MaxPacket: 1 << 30, Collation: coll, User: o.User,
+		Caps: caps, MaxPacket: maxPacket, Collation: coll, User: o.User,
 		AuthData: auth, AuthPlugin: plugin, Attrs: o.Attrs,
 	}
 	if caps&CapConnectAttrs == 0 {
@@ -119,6 +146,25 @@ func (bc *BackendConn) handshake(o DialOptions) error {
 		return err
 	}
 	return bc.authResult(plugin, o.Password)
+}
+
+// startTLS sends the SSL request and switches the connection to TLS.
+func (bc *BackendConn) startTLS(addr string, conf *tls.Config, caps, maxPacket uint32, coll byte) error {
+	if err := bc.WritePacket(AppendSSLRequest(nil, caps, maxPacket, coll)); err != nil {
+		return err
+	}
+	if conf.ServerName == "" {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			host = addr
+		}
+		conf = conf.Clone()
+		conf.ServerName = host
+	}
+	if _, err := bc.StartTLSClient(conf); err != nil {
+		return fmt.Errorf("TLS handshake: %w", err)
+	}
+	return nil
 }
 
 // authResult reads the server's answers after a handshake response or
@@ -154,13 +200,19 @@ func (bc *BackendConn) authResult(plugin, password string) error {
 				return err
 			}
 		case len(p) == 2 && p[0] == 0x01 && plugin == CachingSha2Password:
-			switch p[1] {
-			case 3: // fast auth success; OK follows
+			switch {
+			case p[1] == 3: // fast auth success; OK follows
 				continue
-			case 4:
-				return errors.New("caching_sha2_password full authentication needs TLS or RSA, which backend connections do not do yet; give the backend user mysql_native_password")
+			case p[1] != 4:
+				return ErrMalformed
+			case bc.TLS() == nil:
+				return errors.New("caching_sha2_password full authentication needs TLS (backend_tls) or RSA, which backend connections do not do; give the backend user mysql_native_password or turn on backend_tls")
 			}
-			return ErrMalformed
+			// Full authentication over TLS: the password in clear text,
+			// NUL-terminated.
+			if err := bc.WritePacket(append([]byte(password), 0)); err != nil {
+				return err
+			}
 		default:
 			return ErrMalformed
 		}

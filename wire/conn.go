@@ -40,7 +40,8 @@ func NewConn(nc net.Conn, rsize, wsize int) *Conn {
 	return &Conn{nc: nc, br: bufio.NewReaderSize(nc, rsize), bw: bufio.NewWriterSize(nc, wsize)}
 }
 
-// NetConn returns the underlying network connection.
+// NetConn returns the connection c reads and writes: the socket, or its
+// *tls.Conn after StartTLSServer or StartTLSClient.
 func (c *Conn) NetConn() net.Conn { return c.nc }
 
 // Close closes the network connection.
@@ -60,7 +61,9 @@ func (c *Conn) SetSeq(s byte) { c.seq = s }
 func (c *Conn) Buffered() int { return c.br.Buffered() }
 
 // WaitReadable waits up to d for the peer to send something, without
-// consuming it. It reports false when nothing arrived in time.
+// consuming it. It reports false when nothing arrived in time. Over TLS it
+// waits for a decrypted byte: a read that times out leaves a tls.Conn
+// usable (only write timeouts break it).
 func (c *Conn) WaitReadable(d time.Duration) (bool, error) {
 	if c.br.Buffered() > 0 {
 		return true, nil

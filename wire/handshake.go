@@ -6,6 +6,7 @@ import (
 	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -320,6 +321,10 @@ var (
 	ErrBadHandshake = errors.New("bad handshake response")
 )
 
+// ErrTLSHandshake wraps a failed TLS handshake with a client; the
+// connection cannot carry an error packet after it.
+var ErrTLSHandshake = errors.New("TLS handshake with the client failed")
+
 // ServerHandshake runs the server side of a login up to the password
 // check: it sends greeting g, reads the client's handshake response and,
 // when the client offers an auth plugin other than mysql_native_password
@@ -329,7 +334,21 @@ var (
 // ErrTLSRequested; a response that does not parse, an error wrapping
 // ErrBadHandshake. The caller writes the error packets.
 func ServerHandshake(c *Conn, g *Greeting) (resp *HandshakeResponse, plugin string, answer []byte, err error) {
-	if err := c.WritePacket(AppendGreeting(nil, g)); err != nil {
+	return ServerHandshakeTLS(c, g, nil)
+}
+
+// ServerHandshakeTLS is ServerHandshake offering TLS when conf is not nil:
+// the greeting advertises CapSSL, and a client that sends an SSL request
+// gets a TLS handshake on the same socket (c switches to it, see
+// StartTLSServer), after which its handshake response is read over TLS.
+// A TLS handshake failure comes back wrapping ErrTLSHandshake; no error
+// packet can be sent after it. c.TLS() tells whether the client switched.
+func ServerHandshakeTLS(c *Conn, g *Greeting, conf *tls.Config) (resp *HandshakeResponse, plugin string, answer []byte, err error) {
+	greeting := *g
+	if conf != nil {
+		greeting.Caps |= CapSSL
+	}
+	if err := c.WritePacket(AppendGreeting(nil, &greeting)); err != nil {
 		return nil, "", nil, err
 	}
 	if err := c.Flush(); err != nil {
@@ -340,7 +359,18 @@ func ServerHandshake(c *Conn, g *Greeting) (resp *HandshakeResponse, plugin stri
 		return nil, "", nil, err
 	}
 	if IsSSLRequest(p) {
-		return nil, "", nil, ErrTLSRequested
+		if conf == nil {
+			return nil, "", nil, ErrTLSRequested
+		}
+		if _, err := c.StartTLSServer(conf); err != nil {
+			return nil, "", nil, fmt.Errorf("%w: %w", ErrTLSHandshake, err)
+		}
+		if p, err = c.ReadPacket(); err != nil {
+			return nil, "", nil, err
+		}
+		if IsSSLRequest(p) {
+			return nil, "", nil, fmt.Errorf("%w: a second SSL request", ErrBadHandshake)
+		}
 	}
 	resp, err = ParseHandshakeResponse(p)
 	if err != nil {
