@@ -378,10 +378,10 @@ func TestCheckThrottled(t *testing.T) {
 	p.set(a.Addr, primaryOK)
 	o.runRound()
 	p.takeCounts()
+	before := o.Snapshot().Backend(a.Addr).LastProbe
 	for range 50 {
 		o.Check(a.Addr) // Interval 2s: one targeted probe per 200ms at most
 	}
-	before := o.Snapshot().Backend(a.Addr).LastProbe
 	for deadline := time.Now().Add(5 * time.Second); !o.Snapshot().Backend(a.Addr).LastProbe.After(before); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("targeted probe result not applied")
