@@ -1,15 +1,21 @@
 # directgate. Targets:
 #   build  bin/gateway
 #   run    build, then the local stack (MariaDB on 13306, gateway on 15306): e2e/local/run.sh
-#   test   install MariaDB and sysbench if missing (apt, as root), go vet, go test -race
+#   test   install MariaDB and sysbench if missing (apt, as root), go vet, go test -race,
+#          then every fuzz target for TEST_FUZZTIME (default 2s; about 40s in all, "0" skips)
 #   lint   gofmt check and go vet
 #   bench  build, then sysbench direct vs through the gateway (e2e/bench); BENCH_QUICK=1 for a short run
+#   fuzz   run every fuzz target of FUZZ_PKGS for FUZZTIME (default 30s) each; prints
+#          executions and time per target; a crasher lands in <pkg>/testdata/fuzz/<Target>/
 #   clean  remove bin/ (stops nothing; .local/ keeps the local stack's data)
 
 GO ?= go
 TEST_TIMEOUT ?= 15m
+FUZZTIME ?= 30s
+TEST_FUZZTIME ?= 2s
+FUZZ_PKGS ?= ./wire ./querypath
 
-.PHONY: build run test lint clean bench
+.PHONY: build run test lint clean bench fuzz
 
 build:
 	$(GO) build -o bin/gateway ./cmd/gateway
@@ -21,6 +27,7 @@ test:
 	e2e/local/deps.sh --with-sysbench
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@if [ "$(TEST_FUZZTIME)" != "0" ]; then $(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME); fi
 
 lint:
 	@files="$$(gofmt -l .)"; \
@@ -37,6 +44,22 @@ bench: build
 	e2e/local/deps.sh --with-sysbench
 	$(GO) build -o bin/sbbench ./e2e/bench/cmd/sbbench
 	bin/sbbench -gateway bin/gateway
+
+# One target at a time (go test -fuzz takes one); the last "execs:" line of
+# each run is the count. Every target runs even when one finds a crasher;
+# the exit status says whether any did.
+fuzz:
+	@failed=""; \
+	for pkg in $(FUZZ_PKGS); do \
+		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			start=$$(date +%s); \
+			if out=$$($(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg 2>&1); then status=ok; \
+			else status=FAIL; failed="$$failed $$pkg:$$t"; echo "$$out" | tail -30; fi; \
+			execs=$$(echo "$$out" | grep -o 'execs: [0-9]*' | tail -1 | cut -d' ' -f2); \
+			printf '%-4s %-12s %-30s %10s execs %4ss\n' $$status $$pkg $$t "$${execs:-?}" $$(( $$(date +%s) - start )); \
+		done; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: crashers in:$$failed (inputs saved under testdata/fuzz/)"; exit 1; fi
 
 clean:
 	rm -rf bin

@@ -3,6 +3,7 @@ module github.com/directgate/directgate
 go 1.26.8
 
 require (
+	filippo.io/edwards25519 v1.2.0
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/jackc/puddle/v2 v2.2.3
@@ -16,7 +17,6 @@ require (
 )
 
 require (
-	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/fatih/color v1.19.0 // indirect

@@ -40,6 +40,24 @@ type Config struct {
 	// MaxClientConnections bounds the client connections the gateway
 	// serves at once; more get error 1040. Default 10000.
 	MaxClientConnections int `yaml:"max_client_connections"`
+	// MaxConnectionsPerAddress bounds the client connections from one
+	// source IP address at once; more get error 1040. Default 0: no limit
+	// beyond max_client_connections (applications usually connect from a
+	// few addresses with many connections each).
+	MaxConnectionsPerAddress int `yaml:"max_connections_per_address"`
+	// HandshakeTimeout bounds the time a client gets from connecting to
+	// being logged in (TLS included). Default 10s.
+	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
+	// WriteTimeout bounds every write to a client: a client that stops
+	// reading its results is cut after it instead of holding a backend
+	// connection. Default 60s (MariaDB's net_write_timeout); 0 never.
+	WriteTimeout *time.Duration `yaml:"write_timeout"`
+	// AuthFailureLimit failed logins from one address within a minute
+	// make each further failure from it wait AuthFailureDelay before the
+	// connection closes. Default 5.
+	AuthFailureLimit int `yaml:"auth_failure_limit"`
+	// AuthFailureDelay is that wait. Default 1s; 0 off.
+	AuthFailureDelay *time.Duration `yaml:"auth_failure_delay"`
 	// ServerVersion is announced to clients. Default: the version of the
 	// first backend reached at start, else "10.11.0-MariaDB-directgate".
 	ServerVersion string `yaml:"server_version"`
@@ -47,6 +65,9 @@ type Config struct {
 	// (no cert): the gateway offers no TLS and refuses clients asking for
 	// it with error 1043.
 	TLS TLS `yaml:"tls"`
+	// Auth configures client logins: the greeting's auth plugin and the
+	// RSA key of caching_sha2_password.
+	Auth Auth `yaml:"auth"`
 }
 
 // Log configures logging.
@@ -61,8 +82,26 @@ type Log struct {
 type User struct {
 	// User is the name. Required, unique.
 	User string `yaml:"user"`
-	// Password in clear text. Empty means no password.
-	Password string `yaml:"password"`
+	// Password in clear text, or its mysql_native_password hash ("*"
+	// followed by 40 hex digits, as in mysql.user; then only
+	// mysql_native_password logins can be checked). Empty means no
+	// password. PasswordFile (a file whose contents, less one trailing
+	// newline, are the password) or PasswordEnv (an environment variable)
+	// may give it instead: at most one of the three. Use Secret to check
+	// it.
+	Password     string `yaml:"password"`
+	PasswordFile string `yaml:"password_file"`
+	PasswordEnv  string `yaml:"password_env"`
+	// BackendUser and BackendPassword are the account this user's
+	// sessions log in to the backends with, so that grants,
+	// CURRENT_USER() and audit logs see the real user. Empty BackendUser:
+	// the cluster's backend_user and backend_password. BackendPassword is
+	// clear text (it is sent to the backend); BackendPasswordFile or
+	// BackendPasswordEnv may give it instead, as for Password.
+	BackendUser         string `yaml:"backend_user"`
+	BackendPassword     string `yaml:"backend_password"`
+	BackendPasswordFile string `yaml:"backend_password_file"`
+	BackendPasswordEnv  string `yaml:"backend_password_env"`
 	// Cluster the user's sessions go to. Default: the first cluster.
 	Cluster string `yaml:"cluster"`
 	// MaxConnections bounds this user's client connections at once; more
@@ -116,9 +155,15 @@ type Cluster struct {
 	// Name identifies the cluster in logs and errors. Required, unique.
 	Name string `yaml:"name"`
 	// BackendUser and BackendPassword are the account the gateway's pools
-	// log in with. BackendUser is required.
-	BackendUser     string `yaml:"backend_user"`
-	BackendPassword string `yaml:"backend_password"`
+	// log in with (and users without their own backend_user). BackendUser
+	// is required. BackendPasswordFile (a file whose contents, less one
+	// trailing newline, are the password) or BackendPasswordEnv (an
+	// environment variable) may give the password instead: at most one of
+	// the three.
+	BackendUser         string `yaml:"backend_user"`
+	BackendPassword     string `yaml:"backend_password"`
+	BackendPasswordFile string `yaml:"backend_password_file"`
+	BackendPasswordEnv  string `yaml:"backend_password_env"`
 	// Backends are host:port addresses, in any order: discovery finds the
 	// primary (the one serving backend with read_only off). At least one.
 	Backends []string `yaml:"backends"`
@@ -228,6 +273,9 @@ func Parse(data []byte) (*Config, error) {
 	if err := dec.Decode(&c); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	if err := c.resolveSecrets(); err != nil {
+		return nil, err
+	}
 	c.ApplyDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -259,6 +307,18 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.MaxClientConnections == 0 {
 		c.MaxClientConnections = 10000
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = 10 * time.Second
+	}
+	if c.WriteTimeout == nil {
+		c.WriteTimeout = ptr(60 * time.Second)
+	}
+	if c.AuthFailureLimit == 0 {
+		c.AuthFailureLimit = 5
+	}
+	if c.AuthFailureDelay == nil {
+		c.AuthFailureDelay = ptr(time.Second)
 	}
 	for i := range c.Users {
 		if c.Users[i].Cluster == "" && len(c.Clusters) > 0 {
@@ -366,7 +426,23 @@ func (c *Config) Validate() error {
 	if c.MaxClientConnections < 1 {
 		bad("max_client_connections", "must be at least 1")
 	}
+	if c.MaxConnectionsPerAddress < 0 {
+		bad("max_connections_per_address", "must not be negative")
+	}
+	if c.HandshakeTimeout < 0 {
+		bad("handshake_timeout", "must not be negative")
+	}
+	if *c.WriteTimeout < 0 {
+		bad("write_timeout", "must not be negative")
+	}
+	if c.AuthFailureLimit < 0 {
+		bad("auth_failure_limit", "must not be negative")
+	}
+	if *c.AuthFailureDelay < 0 || *c.AuthFailureDelay > time.Minute {
+		bad("auth_failure_delay", "must be between 0 and 1m")
+	}
 	c.TLS.validate("tls", bad)
+	c.Auth.validate("auth", bad)
 	if c.Health.Interval < 10*time.Millisecond {
 		bad("health.interval", "must be at least 10ms")
 	}
@@ -397,6 +473,9 @@ func (c *Config) Validate() error {
 		names[cl.Name] = true
 		if cl.BackendUser == "" {
 			bad(k+".backend_user", "required")
+		}
+		if _, hash := nativeHash(cl.BackendPassword); hash {
+			bad(k+".backend_password", "is a password hash: the gateway must send the clear text to the backend")
 		}
 		if len(cl.Backends) == 0 {
 			bad(k+".backends", "at least one backend is required")
@@ -493,6 +572,12 @@ func (c *Config) Validate() error {
 		users[u.User] = true
 		if u.MaxConnections < 0 {
 			bad(k+".max_connections", "must not be negative")
+		}
+		if u.BackendPassword != "" && u.BackendUser == "" {
+			bad(k+".backend_password", "needs %s.backend_user", k)
+		}
+		if _, hash := nativeHash(u.BackendPassword); hash {
+			bad(k+".backend_password", "is a password hash: the gateway must send the clear text to the backend")
 		}
 		if u.Cluster != "" && !names[u.Cluster] {
 			bad(k+".cluster", "no cluster is named %q", u.Cluster)

@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"crypto/rsa"
 	"errors"
 	"time"
 
+	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
 )
@@ -23,7 +25,7 @@ var errUserLimit = errors.New("user connection limit reached")
 func (ss *Session) handshake() error {
 	// ss.nc is the socket: its deadlines also bound the TLS handshake and
 	// every read and write over TLS.
-	_ = ss.nc.SetDeadline(time.Now().Add(handshakeTimeout))
+	_ = ss.nc.SetDeadline(time.Now().Add(ss.srv.cfg.HandshakeTimeout))
 	defer ss.nc.SetDeadline(time.Time{})
 	salt, err := wire.NewSalt()
 	if err != nil {
@@ -37,7 +39,7 @@ func (ss *Session) handshake() error {
 		Caps:          wire.ServerCaps,
 		Collation:     ss.srv.serverCollation(),
 		Status:        wire.StatusAutocommit,
-		AuthPlugin:    wire.NativePassword,
+		AuthPlugin:    ss.srv.cfg.Auth.GreetingPlugin(),
 	}
 	ct := ss.srv.tls.Load()
 	resp, plugin, answer, err := wire.ServerHandshakeTLS(ss.client, g, ct.conf)
@@ -58,14 +60,15 @@ func (ss *Session) handshake() error {
 	}
 	ss.caps = resp.Caps & wire.ServerCaps
 	user, known := ss.srv.user(resp.User)
-	if !known || !wire.CheckScramble(plugin, salt, answer, user.Password) {
-		return ss.denied(resp.User, len(answer) > 0)
+	// caching_sha2_password may go on with more packets (fast path or
+	// full authentication); ss.client.TLS() decides how the password
+	// travels.
+	ok, err := ss.checkPassword(plugin, resp.User, salt, answer, user, known)
+	if err != nil {
+		return err
 	}
-	if plugin == wire.CachingSha2Password {
-		// Fast authentication succeeded.
-		if err := ss.client.WritePacket([]byte{0x01, 0x03}); err != nil {
-			return err
-		}
+	if !ok {
+		return ss.denied(resp.User, len(answer) > 0)
 	}
 	if e := ss.srv.admitUser(ss, user); e != nil {
 		ss.log.Warn("login refused: user connection limit", "user", user.User, "max_connections", user.MaxConnections)
@@ -84,6 +87,23 @@ func (ss *Session) handshake() error {
 		}
 	}
 	return ss.writeOK(wire.OK{Status: ss.status})
+}
+
+// RSAPublicKey is the key caching_sha2_password clients on plain TCP
+// encrypt their password with (auth.rsa_private_key, or generated at
+// start); clients may be given it ahead (go-sql-driver's serverPubKey,
+// mysql --server-public-key-path) instead of asking for it.
+func (s *Server) RSAPublicKey() *rsa.PublicKey { return s.auth.PublicKey() }
+
+// checkPassword checks a login's answer against user's configured
+// password. A password given as a mysql_native_password hash can only
+// verify mysql_native_password scrambles; a clear-text one works with
+// caching_sha2_password too (which may exchange more packets).
+func (ss *Session) checkPassword(plugin, name string, salt, answer []byte, user config.User, known bool) (bool, error) {
+	if sec := user.Secret(); known && sec.IsHash() {
+		return plugin == wire.NativePassword && sec.CheckNative(salt, answer), nil
+	}
+	return ss.srv.auth.Check(ss.client, plugin, name, salt, answer, user.Password, known)
 }
 
 // denied refuses a login with MariaDB's error and logs it without the

@@ -46,8 +46,30 @@ type backendConn struct {
 	// every session it serves; useClock orders them for eviction.
 	stmts    map[connStmtKey]*connStmt
 	useClock uint64
-	// dialOpts are kept for COM_CHANGE_USER.
+	// user and password are the account it logged in with, kept for
+	// COM_CHANGE_USER; key is its pool's.
 	user, password string
+	key            poolKey
+}
+
+// killPool returns the pool whose connections log in as bc's account,
+// without CLIENT_FOUND_ROWS: the one to send KILL QUERY for bc from, as a
+// backend lets an account kill its own threads without privileges.
+func (bc *backendConn) killPool() (*pools.Pool[*backendConn], error) {
+	k := bc.key
+	k.foundRows = false
+	return bc.be.poolFor(k)
+}
+
+// poolKey names one of a backend's pools: the account its connections
+// log in as and whether they have CLIENT_FOUND_ROWS (the one capability a
+// connection cannot change after its handshake).
+type poolKey struct {
+	// user and password are the backend account; user "" is the cluster's
+	// backend_user, read when a connection is dialed, so that a reload's
+	// new credentials apply to that pool.
+	user, password string
+	foundRows      bool
 }
 
 // backend is one backend server of a cluster: its pools and the load the
@@ -59,34 +81,88 @@ type backend struct {
 	// replica selection.
 	load healthcheck.Load
 
-	// pools by CLIENT_FOUND_ROWS (the one capability a connection cannot
-	// change after its handshake); the found_rows pool opens on first use.
-	// Read without a lock on every statement; created under mu.
-	pools [2]atomic.Pointer[pools.Pool[*backendConn]]
+	// pools by account and CLIENT_FOUND_ROWS, each opened on first use
+	// (only the cluster account's plain pool warms up). Copy-on-write:
+	// read without a lock on every statement, replaced under mu.
+	pools atomic.Pointer[map[poolKey]*pools.Pool[*backendConn]]
 	mu    sync.Mutex
+	// closed is set by close (under mu): no pool opens after it.
+	closed bool
 }
 
-// pool returns the backend's pool for clients with or without
-// CLIENT_FOUND_ROWS, creating it on first use.
+// pool returns the backend's pool of the cluster's account for clients
+// with or without CLIENT_FOUND_ROWS, creating it on first use.
 func (be *backend) pool(foundRows bool) (*pools.Pool[*backendConn], error) {
-	i := 0
-	if foundRows {
-		i = 1
-	}
-	if p := be.pools[i].Load(); p != nil {
-		return p, nil
+	return be.poolFor(poolKey{foundRows: foundRows})
+}
+
+// poolFor returns the backend's pool for k, creating it on first use. It
+// fails with pools.ErrClosed once the backend is closed.
+func (be *backend) poolFor(k poolKey) (*pools.Pool[*backendConn], error) {
+	if m := be.pools.Load(); m != nil {
+		if p := (*m)[k]; p != nil {
+			return p, nil
+		}
 	}
 	be.mu.Lock()
 	defer be.mu.Unlock()
-	if p := be.pools[i].Load(); p != nil {
+	var old map[poolKey]*pools.Pool[*backendConn]
+	if m := be.pools.Load(); m != nil {
+		old = *m
+	}
+	if p := old[k]; p != nil {
 		return p, nil
 	}
-	p, err := be.cluster.newPool(be, foundRows)
+	if be.closed {
+		return nil, pools.ErrClosed
+	}
+	p, err := be.cluster.newPool(be, k)
 	if err != nil {
 		return nil, err
 	}
-	be.pools[i].Store(p)
+	next := make(map[poolKey]*pools.Pool[*backendConn], len(old)+1)
+	for ok, op := range old {
+		next[ok] = op
+	}
+	next[k] = p
+	be.pools.Store(&next)
 	return p, nil
+}
+
+// eachPool calls f for every pool the backend has opened.
+func (be *backend) eachPool(f func(poolKey, *pools.Pool[*backendConn])) {
+	if m := be.pools.Load(); m != nil {
+		for k, p := range *m {
+			f(k, p)
+		}
+	}
+}
+
+// prune closes the pools of users' own backend accounts that keep
+// reports false for (after a reload changed or removed them): idle
+// connections at once, leased ones when they come back. A session still
+// using such an account opens its pool again.
+func (be *backend) prune(keep func(poolKey) bool) {
+	be.mu.Lock()
+	m := be.pools.Load()
+	if m == nil {
+		be.mu.Unlock()
+		return
+	}
+	next := make(map[poolKey]*pools.Pool[*backendConn], len(*m))
+	var drop []*pools.Pool[*backendConn]
+	for k, p := range *m {
+		if k.user == "" || keep(k) {
+			next[k] = p
+		} else {
+			drop = append(drop, p)
+		}
+	}
+	be.pools.Store(&next)
+	be.mu.Unlock()
+	for _, p := range drop {
+		p.Close()
+	}
 }
 
 // broke handles a connection to this backend that failed mid-use: the
@@ -96,11 +172,7 @@ func (be *backend) broke() {
 	if h := be.cluster.health.Load(); h != nil {
 		h.ReportFailure(be.addr)
 	}
-	for i := range be.pools {
-		if p := be.pools[i].Load(); p != nil {
-			p.CloseIdle()
-		}
-	}
+	be.eachPool(func(_ poolKey, p *pools.Pool[*backendConn]) { p.CloseIdle() })
 }
 
 // close closes the backend's pools: idle connections at once, leased
@@ -108,11 +180,8 @@ func (be *backend) broke() {
 func (be *backend) close() {
 	be.mu.Lock()
 	defer be.mu.Unlock()
-	for i := range be.pools {
-		if p := be.pools[i].Load(); p != nil {
-			p.Close()
-		}
-	}
+	be.closed = true
+	be.eachPool(func(_ poolKey, p *pools.Pool[*backendConn]) { p.Close() })
 }
 
 // cluster is one configured cluster: its backends and what the gateway
@@ -220,7 +289,9 @@ func (c *cluster) tableColumns(ss *Session, table string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := be.pool(false)
+	k := ss.poolKey()
+	k.foundRows = false
+	p, err := be.poolFor(k)
 	if err != nil {
 		return nil, err
 	}
@@ -305,20 +376,16 @@ func (c *cluster) applyPoolConfig() error {
 	}
 	var errs []error
 	for _, be := range *c.backends.Load() {
-		for i := range be.pools {
-			p := be.pools[i].Load()
-			if p == nil {
-				continue
-			}
-			minIdle := *pc.MinIdle
-			if i == 1 {
-				minIdle = 0 // the found_rows pool does not warm up
+		be.eachPool(func(k poolKey, p *pools.Pool[*backendConn]) {
+			minIdle := 0 // only the cluster account's plain pool warms up
+			if k == (poolKey{}) {
+				minIdle = *pc.MinIdle
 			}
 			p.Resize(pc.Size, minIdle)
 			if err := p.SetTimeouts(t); err != nil {
 				errs = append(errs, err)
 			}
-		}
+		})
 	}
 	return errors.Join(errs...)
 }
@@ -332,13 +399,21 @@ func offDuration(d time.Duration) time.Duration {
 	return d
 }
 
-// newPool builds a pool of connections to be.
-func (c *cluster) newPool(be *backend, foundRows bool) (*pools.Pool[*backendConn], error) {
+// newPool builds the pool k of connections to be.
+func (c *cluster) newPool(be *backend, k poolKey) (*pools.Pool[*backendConn], error) {
 	cfg := c.conf.Load()
 	pc := cfg.Pool
-	name := fmt.Sprintf("%s/%s/%s", cfg.Name, be.addr, cfg.BackendUser)
+	user := k.user
+	if user == "" {
+		user = cfg.BackendUser
+	}
+	name := fmt.Sprintf("%s/%s/%s", cfg.Name, be.addr, user)
 	minIdle := *pc.MinIdle
-	if foundRows {
+	if k.user != "" {
+		// Only one user's sessions use this pool: no warm-up.
+		minIdle = 0
+	}
+	if k.foundRows {
 		// Only CLIENT_FOUND_ROWS clients use this pool: no warm-up.
 		name += "/found_rows"
 		minIdle = 0
@@ -355,18 +430,23 @@ func (c *cluster) newPool(be *backend, foundRows bool) (*pools.Pool[*backendConn
 		MaxLifetime:    offDuration(*pc.MaxLifetime),
 		AcquireTimeout: pc.AcquireTimeout,
 		DialTimeout:    pc.DialTimeout,
-		Dial:           func(ctx context.Context) (*backendConn, error) { return c.dial(ctx, be, foundRows) },
+		Dial:           func(ctx context.Context) (*backendConn, error) { return c.dial(ctx, be, k) },
 		Logger:         c.log.Named("pool").With("pool", name),
 	})
 }
 
-func (c *cluster) dial(ctx context.Context, be *backend, foundRows bool) (*backendConn, error) {
+// dial opens a connection to be for pool k.
+func (c *cluster) dial(ctx context.Context, be *backend, k poolKey) (*backendConn, error) {
 	cfg := c.conf.Load()
+	user, password := k.user, k.password
+	if user == "" {
+		user, password = cfg.BackendUser, cfg.BackendPassword
+	}
 	o := wire.DialOptions{
-		User: cfg.BackendUser, Password: cfg.BackendPassword,
+		User: user, Password: password,
 		Attrs: map[string]string{"program_name": "directgate"},
 	}
-	if foundRows {
+	if k.foundRows {
 		o.Caps |= wire.CapFoundRows
 	}
 	bt := c.tls.Load()
@@ -378,12 +458,12 @@ func (c *cluster) dial(ctx context.Context, be *backend, foundRows bool) (*backe
 			// Unreachable (not refused by the server): tell discovery.
 			h.ReportFailure(be.addr)
 		}
-		return nil, &dialError{addr: be.addr, cluster: cfg.Name, user: cfg.BackendUser, err: err}
+		return nil, &dialError{addr: be.addr, cluster: cfg.Name, user: user, err: err}
 	}
 	c.greeting.CompareAndSwap(nil, bc.Greeting)
 	return &backendConn{
 		BackendConn: bc, addr: be.addr, be: be, multiStmt: true,
-		user: cfg.BackendUser, password: cfg.BackendPassword,
+		user: user, password: password, key: k,
 	}, nil
 }
 

@@ -36,14 +36,13 @@ func (ss *Session) comChangeUser(p []byte) error {
 			return err
 		}
 	}
-	if !known || !wire.CheckScramble(plugin, ss.salt, answer, user.Password) {
+	ok, err := ss.checkPassword(plugin, req.user, ss.salt, answer, user, known)
+	if err != nil {
+		return err
+	}
+	if !ok {
 		ss.log.Warn("change user refused", "user", req.user)
 		return ss.writeErr(accessDenied(ss, req.user, len(answer) > 0))
-	}
-	if plugin == wire.CachingSha2Password {
-		if err := ss.client.WritePacket([]byte{0x01, 0x03}); err != nil {
-			return err
-		}
 	}
 	if e := ss.srv.admitUser(ss, user); e != nil {
 		ss.log.Warn("change user refused: user connection limit", "user", user.User)
@@ -206,7 +205,7 @@ func (ss *Session) killBackendQuery(bc *backendConn) error {
 	if bc == nil {
 		return nil
 	}
-	pool, err := bc.be.pool(false)
+	pool, err := bc.killPool()
 	if err != nil {
 		return err
 	}

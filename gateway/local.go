@@ -3,6 +3,7 @@ package gateway
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/directgate/directgate/pools"
@@ -14,9 +15,11 @@ import (
 type PoolStat struct {
 	// Cluster and Backend name the pool; FoundRows tells the pool of
 	// CLIENT_FOUND_ROWS clients apart; Owner marks the pool to the
-	// cluster's owner process.
-	Cluster, Backend string
-	FoundRows, Owner bool
+	// cluster's owner process. BackendUser is the account the pool's
+	// connections log in as; UserPool says it is a user's own
+	// (users[].backend_user), not the cluster's account.
+	Cluster, Backend, BackendUser string
+	FoundRows, Owner, UserPool    bool
 	pools.Stat
 }
 
@@ -33,11 +36,33 @@ func (s *Server) PoolStats() []PoolStat {
 		slices.Sort(addrs)
 		for _, a := range addrs {
 			be := backends[a]
-			for i := range be.pools {
-				if p := be.pools[i].Load(); p != nil {
-					out = append(out, PoolStat{Cluster: name, Backend: a, FoundRows: i == 1, Stat: p.Stat()})
+			var list []PoolStat
+			be.eachPool(func(k poolKey, p *pools.Pool[*backendConn]) {
+				u := k.user
+				if u == "" {
+					u = c.conf.Load().BackendUser
 				}
-			}
+				list = append(list, PoolStat{Cluster: name, Backend: a, BackendUser: u, FoundRows: k.foundRows,
+					UserPool: k.user != "", Stat: p.Stat()})
+			})
+			slices.SortFunc(list, func(x, y PoolStat) int {
+				switch {
+				case x.UserPool != y.UserPool:
+					if !x.UserPool {
+						return -1
+					}
+					return 1
+				case x.BackendUser != y.BackendUser:
+					return strings.Compare(x.BackendUser, y.BackendUser)
+				case x.FoundRows != y.FoundRows:
+					if !x.FoundRows {
+						return -1
+					}
+					return 1
+				}
+				return 0
+			})
+			out = append(out, list...)
 		}
 		if c.fwd != nil {
 			out = append(out, PoolStat{Cluster: name, Backend: c.fwd.Addr(), Owner: true, Stat: c.fwd.Stat()})
@@ -121,18 +146,23 @@ func (ss *Session) showGateway(what string) error {
 	case "pools":
 		cols = []wire.Column{col("Cluster", false), col("Backend", false), col("Kind", false), col("Size", true),
 			col("Open", true), col("In_use", true), col("Idle", true), col("Dialing", true), col("Waits", true),
-			col("Wait_ms", true), col("Dials", true), col("Dial_errors", true), col("Destroyed", true), col("Acquire_timeouts", true)}
+			col("Wait_ms", true), col("Dials", true), col("Dial_errors", true), col("Destroyed", true), col("Acquire_timeouts", true),
+			col("Backend_user", false)}
 		for _, p := range ss.srv.PoolStats() {
 			kind := "backend"
 			switch {
 			case p.Owner:
 				kind = "owner"
+			case p.UserPool && p.FoundRows:
+				kind = "user_found_rows"
+			case p.UserPool:
+				kind = "user"
 			case p.FoundRows:
 				kind = "backend_found_rows"
 			}
 			rows = append(rows, [][]byte{str(p.Cluster), str(p.Backend), str(kind), num(int64(p.Size)), num(int64(p.Open)),
 				num(int64(p.InUse)), num(int64(p.Idle)), num(int64(p.Dialing)), num(p.Waits), num(p.WaitTime.Milliseconds()),
-				num(p.Dials), num(p.DialErrors), num(p.Destroyed), num(p.AcquireTimeouts)})
+				num(p.Dials), num(p.DialErrors), num(p.Destroyed), num(p.AcquireTimeouts), str(p.BackendUser)})
 		}
 	case "sessions":
 		cols = []wire.Column{col("Id", true), col("User", false), col("Client", false), col("Busy", false),

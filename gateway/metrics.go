@@ -521,11 +521,17 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // poolKind is the pool label of a pool: default, found_rows (the pool of
-// CLIENT_FOUND_ROWS clients) or owner.
+// CLIENT_FOUND_ROWS clients) or owner for the cluster's account; for a
+// user's own backend account (users[].backend_user) user:NAME or
+// user:NAME/found_rows, so that every pool's labels differ.
 func poolKind(p PoolStat) string {
 	switch {
 	case p.Owner:
 		return "owner"
+	case p.UserPool && p.FoundRows:
+		return "user:" + p.BackendUser + "/found_rows"
+	case p.UserPool:
+		return "user:" + p.BackendUser
 	case p.FoundRows:
 		return "found_rows"
 	}

@@ -95,7 +95,7 @@ func newStatusFixture(t testing.TB, addrs ...string) *statusFixture {
 			t.Fatal(err)
 		}
 		t.Cleanup(p.Close)
-		be.pools[0].Store(p)
+		be.pools.Store(&map[poolKey]*pools.Pool[*backendConn]{{}: p})
 		backends[addr] = be
 	}
 	c.backends.Store(&backends)

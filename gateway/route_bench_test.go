@@ -67,7 +67,7 @@ func benchSession(b testing.TB, replicas int) *Session {
 			b.Fatal(err)
 		}
 		b.Cleanup(p.Close)
-		be.pools[0].Store(p)
+		be.pools.Store(&map[poolKey]*pools.Pool[*backendConn]{{}: p})
 		backends[addr] = be
 	}
 	c.backends.Store(&backends)

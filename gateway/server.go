@@ -36,6 +36,9 @@ type Server struct {
 	reloadMu     sync.Mutex
 	// tls is what the gateway offers clients; a reload swaps it.
 	tls atomic.Pointer[clientTLS]
+	// auth checks client passwords and holds caching_sha2_password's
+	// cache and RSA key.
+	auth *wire.Authenticator
 
 	ln      net.Listener
 	group   *safego.Group
@@ -55,7 +58,9 @@ type Server struct {
 	sessions map[uint32]*Session
 	// userConns counts sessions per logged-in user, for max_connections.
 	userConns map[string]int
-	done      chan struct{}
+	// guard limits connections and failed logins per client address.
+	guard *addrGuard
+	done  chan struct{}
 }
 
 // New builds a server for cfg. It opens no sockets; pools start warming up.
@@ -68,18 +73,28 @@ func New(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	rsaKey, err := cfg.Auth.LoadRSAKey()
+	if err != nil {
+		return nil, err
+	}
+	auth, err := wire.NewAuthenticator(rsaKey, 0)
+	if err != nil {
+		return nil, err
+	}
 	parser, err := sqlparser.New(sqlparser.Options{MySQLServerVersion: "10.11.0-MariaDB"})
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{
 		parser:     parser,
+		auth:       auth,
 		cfg:        cfg,
 		log:        log,
 		classifier: cl,
 		clusters:   map[string]*cluster{},
 		sessions:   map[uint32]*Session{},
 		userConns:  map[string]int{},
+		guard:      newAddrGuard(),
 		group:      safego.New(log),
 		done:       make(chan struct{}),
 	}
@@ -123,6 +138,23 @@ func (s *Server) setUsers(list []config.User) {
 		m[u.User] = u
 	}
 	s.users.Store(&m)
+}
+
+// pruneUserPools closes the pools of backend accounts no user of users
+// logs in with any more (users[].backend_user or its password changed).
+func (s *Server) pruneUserPools(users []config.User) {
+	accounts := map[[2]string]bool{}
+	for _, u := range users {
+		if u.BackendUser != "" {
+			accounts[[2]string{u.BackendUser, u.BackendPassword}] = true
+		}
+	}
+	keep := func(k poolKey) bool { return accounts[[2]string{k.user, k.password}] }
+	for _, name := range s.clusterNames {
+		for _, be := range *s.clusters[name].backends.Load() {
+			be.prune(keep)
+		}
+	}
 }
 
 // user returns the configured user named name.
@@ -227,6 +259,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 		}
 	}
 	s.setUsers(cfg.Users)
+	s.pruneUserPools(cfg.Users)
 	s.health.Refresh()
 	return errors.Join(errs...)
 }

@@ -20,8 +20,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// handshakeTimeout bounds the time a client gets to log in.
-const handshakeTimeout = 10 * time.Second
+// errHandshakeTimeout ends a session whose login outlasted
+// handshake_timeout.
+var errHandshakeTimeout = errors.New("login took longer than handshake_timeout")
 
 // Client connection buffer sizes: commands are small; results are flushed
 // in 16 KiB writes at least.
@@ -129,6 +130,9 @@ type Session struct {
 	// inFlight is the backend connection of the statement being relayed,
 	// so a forced shutdown can cut a statement that waits on the backend.
 	inFlight atomic.Pointer[backendConn]
+	// failNoted is set once authFailed has counted a failed login of
+	// this connection.
+	failNoted bool
 }
 
 func (s *Server) serveConn(nc net.Conn, id uint32) {
@@ -138,11 +142,17 @@ func (s *Server) serveConn(nc net.Conn, id uint32) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
+	// Writes to the client carry a deadline, so a client that stops
+	// reading its results is cut instead of holding a backend connection.
+	var cw net.Conn = nc
+	if d := *s.cfg.WriteTimeout; d > 0 {
+		cw = writeDeadlineConn{Conn: nc, timeout: d}
+	}
 	ss := &Session{
 		srv:    s,
 		id:     id,
 		nc:     nc,
-		client: wire.NewConn(nc, clientReadBuffer, clientWriteBuffer),
+		client: wire.NewConn(cw, clientReadBuffer, clientWriteBuffer),
 		log:    s.log.With("conn_id", id, "client_addr", nc.RemoteAddr().String()),
 		status: wire.StatusAutocommit,
 	}
@@ -161,7 +171,24 @@ func (s *Server) serveConn(nc net.Conn, id uint32) {
 		ss.writeErr(wire.NewError(erConCount, "08004", "Too many connections: the gateway serves at most %d clients (max_client_connections)", s.cfg.MaxClientConnections))
 		return
 	}
-	if err := ss.handshake(); err != nil {
+	addr := addrOf(nc.RemoteAddr())
+	if !s.guard.admit(addr, s.cfg.MaxConnectionsPerAddress) {
+		s.metrics.clientRejected(rejectTooMany)
+		ss.writeErr(wire.NewError(erConCount, "08004", "Too many connections from %s: the gateway serves at most %d connections per client address (max_connections_per_address)", addr, s.cfg.MaxConnectionsPerAddress))
+		return
+	}
+	defer s.guard.release(addr)
+	// handshake_timeout bounds the whole login, however the client
+	// trickles its bytes: the socket is closed when it runs out.
+	timer := time.AfterFunc(s.cfg.HandshakeTimeout, func() { _ = nc.Close() })
+	err := ss.handshake()
+	if !timer.Stop() && err == nil {
+		err = errHandshakeTimeout
+	}
+	if errors.Is(err, errAuthFailed) && !ss.failNoted {
+		ss.authFailed()
+	}
+	if err != nil {
 		s.metrics.clientRejected(rejectReasonOf(err))
 		if !errors.Is(err, io.EOF) && !errors.Is(err, errAuthFailed) && !errors.Is(err, errUserLimit) && !errors.Is(err, errInsecureTransport) {
 			ss.log.Debug("handshake failed", "error", err)
@@ -170,7 +197,7 @@ func (s *Server) serveConn(nc net.Conn, id uint32) {
 	}
 	ss.log.Debug("client connected", "user", ss.user.User, "db", ss.db)
 	s.pinStats.sessions.Add(1)
-	err := ss.loop()
+	err = ss.loop()
 	ss.end()
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
 		ss.log.Debug("client connection ended", "error", err)
@@ -513,7 +540,7 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 		if err != nil {
 			return nil, err
 		}
-		pool, err := be.pool(ss.caps&wire.CapFoundRows != 0)
+		pool, err := be.poolFor(ss.poolKey())
 		var l *pools.Lease[*backendConn]
 		if err == nil {
 			l, err = pool.Acquire(context.Background())
@@ -1019,4 +1046,18 @@ func (ss *Session) comResetConnection() error {
 	ss.db, ss.target = db, t
 	ss.nextState()
 	return ss.writeOK(wire.OK{Status: ss.status})
+}
+
+// poolKey is the pool the session's statements use on a backend: its
+// user's backend account (the cluster's when the user sets none) and its
+// CLIENT_FOUND_ROWS. A user whose account is the cluster's shares the
+// cluster account's pools.
+func (ss *Session) poolKey() poolKey {
+	k := poolKey{foundRows: ss.caps&wire.CapFoundRows != 0}
+	if u := ss.user.BackendUser; u != "" {
+		if conf := ss.cluster.conf.Load(); u != conf.BackendUser || ss.user.BackendPassword != conf.BackendPassword {
+			k.user, k.password = u, ss.user.BackendPassword
+		}
+	}
+	return k
 }

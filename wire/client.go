@@ -145,7 +145,7 @@ func (bc *BackendConn) handshake(addr string, o DialOptions) error {
 	if err := bc.Flush(); err != nil {
 		return err
 	}
-	return bc.authResult(plugin, o.Password)
+	return bc.authResult(plugin, g.Salt, o.Password)
 }
 
 // startTLS sends the SSL request and switches the connection to TLS.
@@ -168,9 +168,11 @@ func (bc *BackendConn) startTLS(addr string, conf *tls.Config, caps, maxPacket u
 }
 
 // authResult reads the server's answers after a handshake response or
-// COM_CHANGE_USER, following auth switch requests, until OK or ERR.
-func (bc *BackendConn) authResult(plugin, password string) error {
-	for range 4 {
+// COM_CHANGE_USER, following auth switch requests, until OK or ERR. salt
+// is the scramble the last answer was computed from; an auth switch
+// brings a new one.
+func (bc *BackendConn) authResult(plugin string, salt []byte, password string) error {
+	for range 6 {
 		p, err := bc.ReadPacket()
 		if err != nil {
 			return fmt.Errorf("reading auth result: %w", err)
@@ -188,10 +190,12 @@ func (bc *BackendConn) authResult(plugin, password string) error {
 			}
 			plugin = string(name)
 			data := p[1+n:]
-			if len(data) > 0 && data[len(data)-1] == 0 {
+			// The scramble may come NUL-terminated; ed25519's is 32 bytes,
+			// any of which may be 0.
+			if len(data) > 0 && data[len(data)-1] == 0 && (plugin != ClientEd25519 || len(data) == 33) {
 				data = data[:len(data)-1]
 			}
-			salt := append([]byte(nil), data...)
+			salt = append([]byte(nil), data...)
 			ans, err := scrambleFor(plugin, salt, password)
 			if err != nil {
 				return err
@@ -199,18 +203,15 @@ func (bc *BackendConn) authResult(plugin, password string) error {
 			if err := bc.WritePacket(ans); err != nil {
 				return err
 			}
-		case len(p) == 2 && p[0] == 0x01 && plugin == CachingSha2Password:
-			switch {
-			case p[1] == 3: // fast auth success; OK follows
+		case len(p) == 2 && p[0] == authMoreData && plugin == CachingSha2Password:
+			switch p[1] {
+			case sha2FastAuthSuccess: // OK follows
 				continue
-			case p[1] != 4:
+			case sha2FullAuth:
+			default:
 				return ErrMalformed
-			case bc.TLS() == nil:
-				return errors.New("caching_sha2_password full authentication needs TLS (backend_tls) or RSA, which backend connections do not do; give the backend user mysql_native_password or turn on backend_tls")
 			}
-			// Full authentication over TLS: the password in clear text,
-			// NUL-terminated.
-			if err := bc.WritePacket(append([]byte(password), 0)); err != nil {
+			if err := bc.sha2FullAuth(salt, password); err != nil {
 				return err
 			}
 		default:
@@ -221,6 +222,41 @@ func (bc *BackendConn) authResult(plugin, password string) error {
 		}
 	}
 	return errors.New("authentication did not finish")
+}
+
+// sha2FullAuth answers caching_sha2_password's perform_full_authentication:
+// over TLS the password in clear text, NUL-terminated; over plain TCP the
+// password encrypted with the server's RSA public key, asked for first
+// (0x02) and sent back in an AuthMoreData packet. The caller flushes.
+func (bc *BackendConn) sha2FullAuth(salt []byte, password string) error {
+	if bc.TLS() != nil {
+		return bc.WritePacket(append([]byte(password), 0))
+	}
+	if err := bc.WritePacket([]byte{sha2RequestKey}); err != nil {
+		return err
+	}
+	if err := bc.Flush(); err != nil {
+		return err
+	}
+	p, err := bc.ReadPacket()
+	if err != nil {
+		return fmt.Errorf("reading the server's public key: %w", err)
+	}
+	if IsERR(p) {
+		return ParseERR(p)
+	}
+	if len(p) < 2 || p[0] != authMoreData {
+		return fmt.Errorf("reading the server's public key: %w", ErrMalformed)
+	}
+	pub, err := ParsePublicKeyPEM(p[1:])
+	if err != nil {
+		return err
+	}
+	enc, err := EncryptPassword(password, salt, pub)
+	if err != nil {
+		return err
+	}
+	return bc.WritePacket(enc)
 }
 
 // ChangeUser logs the connection in again (COM_CHANGE_USER) as user with
@@ -249,7 +285,7 @@ func (bc *BackendConn) ChangeUser(user, password, db string) error {
 	if err := bc.WriteCommand(b); err != nil {
 		return err
 	}
-	return bc.authResult(plugin, password)
+	return bc.authResult(plugin, bc.Greeting.Salt, password)
 }
 
 func scrambleFor(plugin string, salt []byte, password string) ([]byte, error) {
@@ -258,8 +294,13 @@ func scrambleFor(plugin string, salt []byte, password string) ([]byte, error) {
 		return ScrambleNative(salt, password), nil
 	case CachingSha2Password:
 		return ScrambleCachingSha2(salt, password), nil
+	case ClientEd25519:
+		if len(salt) != 32 {
+			return nil, fmt.Errorf("client_ed25519: the scramble is %d bytes, not 32: %w", len(salt), ErrMalformed)
+		}
+		return SignEd25519(salt, password), nil
 	}
-	return nil, fmt.Errorf("backend asks for auth plugin %q, which the gateway does not speak; use mysql_native_password for the backend user", plugin)
+	return nil, fmt.Errorf("backend asks for auth plugin %q, which the gateway does not speak; use mysql_native_password, caching_sha2_password or ed25519 for the backend user", plugin)
 }
 
 // Exec runs a statement whose result the caller does not want (SET, USE,
