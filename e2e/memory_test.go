@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"os/exec"
@@ -126,4 +127,58 @@ func TestIdleClientMemory(t *testing.T) {
 	}
 	t.Logf("gateway RSS: peak %d MiB with %d active clients (of %d connected), %d statements in 3 s",
 		peak>>10, active, len(conns), queries.Load())
+}
+
+// TestIdleTLSClientMemory measures the gateway's resident memory per idle
+// client connection that logged in over TLS.
+func TestIdleTLSClientMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	const clients = 2000
+	pki := newPKI(t)
+	cert, key := pki.issue(t, "gateway", 2, true, false)
+	bin := buildGateway(t)
+	addr := freeAddr(t)
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	cfg := strings.Replace(opsYAML(fmt.Sprintf("max_client_connections: 20000\ntls: {cert: %s, key: %s}", cert, key), "", "size: 8, min_idle: 2"),
+		"listen: 127.0.0.1:0", "listen: "+addr, 1)
+	if err := writeFile(path, cfg); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", "--config", path)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	var conns []*wire.BackendConn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	tlsConf := &tls.Config{InsecureSkipVerify: true} // the test's own certificate
+	deadline := time.Now().Add(2 * time.Minute)
+	var base int64
+	for len(conns) < clients && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := wire.Dial(ctx, addr, wire.DialOptions{User: appUser, Password: appPass, ReadBuffer: 512, WriteBuffer: 512, TLS: tlsConf})
+		cancel()
+		if err != nil {
+			if len(conns) == 0 {
+				time.Sleep(50 * time.Millisecond) // still starting
+				continue
+			}
+			t.Fatalf("TLS client %d: %v", len(conns), err)
+		}
+		if len(conns) == 0 {
+			time.Sleep(200 * time.Millisecond)
+			base = rssKiB(t, cmd.Process.Pid)
+		}
+		conns = append(conns, c)
+	}
+	time.Sleep(time.Second)
+	rss := rssKiB(t, cmd.Process.Pid)
+	t.Logf("gateway RSS: %d MiB with 1 idle TLS client, %d MiB with %d (%.1f KiB per TLS client)",
+		base>>10, rss>>10, len(conns), float64(rss-base)/float64(len(conns)))
 }
