@@ -33,7 +33,7 @@ func TestColumnDefinitionsMatchServer(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = root.Exec("DROP TABLE " + testDB + ".coltypes") })
 
-	p, err := newPrimary(srv.Addr(), 1, backendUser, backendPass)
+	p, err := newPrimary(srv.Addr(), 1, backendUser, backendPass, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package owner
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -30,6 +31,10 @@ const parserVersion = "10.11.0-MariaDB"
 type settings struct {
 	cluster config.Cluster
 	health  config.Health
+	// tls and tlsPreferred are the cluster's backend_tls, loaded once per
+	// configuration, for probes and the primary's pools alike.
+	tls          *tls.Config
+	tlsPreferred bool
 }
 
 // Owner is the owner process of one cluster: a MySQL-protocol server for
@@ -127,7 +132,11 @@ func settingsFor(cfg *config.Config, cluster string) (*settings, error) {
 			if c.Owner == "" {
 				return nil, fmt.Errorf("owner: cluster %q has no owner address: set its owner key (host:port)", cluster)
 			}
-			return &settings{cluster: c, health: cfg.Health}, nil
+			conf, preferred, err := c.BackendTLS.ClientConfig()
+			if err != nil {
+				return nil, fmt.Errorf("owner: cluster %q: backend_tls: %w", cluster, err)
+			}
+			return &settings{cluster: c, health: cfg.Health, tls: conf, tlsPreferred: preferred}, nil
 		}
 		names = append(names, c.Name)
 	}
@@ -141,7 +150,8 @@ type prober struct{ o *Owner }
 // Probe implements healthcheck.Prober.
 func (p prober) Probe(ctx context.Context, b healthcheck.Backend) healthcheck.Result {
 	st := p.o.conf.Load()
-	return healthcheck.MySQLProber{User: st.cluster.BackendUser, Password: st.cluster.BackendPassword, Timeout: st.health.Timeout}.Probe(ctx, b)
+	return healthcheck.MySQLProber{User: st.cluster.BackendUser, Password: st.cluster.BackendPassword, Timeout: st.health.Timeout,
+		TLS: st.tls, TLSPreferred: st.tlsPreferred}.Probe(ctx, b)
 }
 
 // backends lists the cluster's backends for discovery.
@@ -261,14 +271,14 @@ func (o *Owner) applySnapshot(snap *healthcheck.Snapshot) {
 	cur := o.prim
 	o.noPrimary = reason
 	same := cur == nil && addr == "" ||
-		cur != nil && cur.addr == addr && cur.user == st.cluster.BackendUser && cur.pass == st.cluster.BackendPassword
+		cur != nil && cur.addr == addr && cur.user == st.cluster.BackendUser && cur.pass == st.cluster.BackendPassword && cur.tls == st.tls
 	if same || o.ctx.Err() != nil { // Shutdown closes the last primary itself
 		o.primMu.Unlock()
 		return
 	}
 	var next *primary
 	if addr != "" {
-		p, err := newPrimary(addr, o.primGen+1, st.cluster.BackendUser, st.cluster.BackendPassword)
+		p, err := newPrimary(addr, o.primGen+1, st.cluster.BackendUser, st.cluster.BackendPassword, st.tls, st.tlsPreferred)
 		if err != nil {
 			o.primMu.Unlock()
 			o.log.Error("cannot open the primary", "addr", addr, "error", err)

@@ -2,6 +2,7 @@ package owner
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"errors"
 	"sync"
@@ -24,7 +25,10 @@ type primary struct {
 	gen  uint64
 	user string
 	pass string
-	db   *sql.DB
+	// tls encrypts the connections (backend_tls); nil: plain.
+	tls          *tls.Config
+	tlsPreferred bool
+	db           *sql.DB
 
 	mu     sync.Mutex
 	byDB   map[string]*sql.DB
@@ -41,8 +45,8 @@ const (
 )
 
 // newPrimary opens (lazily: no connection yet) the pools to addr.
-func newPrimary(addr string, gen uint64, user, password string) (*primary, error) {
-	p := &primary{addr: addr, gen: gen, user: user, pass: password, byDB: map[string]*sql.DB{}}
+func newPrimary(addr string, gen uint64, user, password string, tlsConf *tls.Config, tlsPreferred bool) (*primary, error) {
+	p := &primary{addr: addr, gen: gen, user: user, pass: password, tls: tlsConf, tlsPreferred: tlsPreferred, byDB: map[string]*sql.DB{}}
 	db, err := p.open("")
 	if err != nil {
 		return nil, err
@@ -65,6 +69,9 @@ func (p *primary) open(schema string) (*sql.DB, error) {
 	// escapes them for the session's sql_mode: one round trip, text
 	// protocol, so result values are exactly what a client would read.
 	cfg.InterpolateParams = true
+	if p.tls != nil {
+		cfg.TLS, cfg.AllowFallbackToPlaintext = p.tls, p.tlsPreferred
+	}
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, err
