@@ -42,6 +42,7 @@ func (ss *Session) comChangeUser(p []byte) error {
 	}
 	if !ok {
 		ss.log.Warn("change user refused", "user", req.user)
+		ss.authFailed()
 		return ss.writeErr(accessDenied(ss, req.user, len(answer) > 0))
 	}
 	if e := ss.srv.admitUser(ss, user); e != nil {
