@@ -375,6 +375,9 @@ func TestOwnerAutoIncrement(t *testing.T) {
 	if len(ids3) != 2 || ids3[0] != ids2[0]+1 {
 		t.Fatalf("no column list: ids %v after %v", ids3, ids2)
 	}
+	// Too few values for the table's columns: MariaDB's own error.
+	_, err := db.Exec("INSERT INTO orders VALUES (NULL)")
+	sqlErr(t, err, 1136, "21S01")
 	// An explicit id is kept.
 	mustExec(t, db, "INSERT INTO orders (id, item) VALUES (7, 'explicit')")
 	var item string

@@ -201,7 +201,12 @@ func (ss *Session) autoIncrementInsert(sql string, route querypath.Route, ai *co
 	}
 	var fill []int
 	for i, row := range rows {
-		if col < 0 || col >= len(row) {
+		if col >= len(row) {
+			// Fewer values than columns: the backend reports its own
+			// column-count error.
+			return ss.run(append([]byte{wire.ComQuery}, sql...), route, wire.ResponseQuery)
+		}
+		if col < 0 {
 			fill = append(fill, i)
 			continue
 		}
