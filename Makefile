@@ -2,7 +2,9 @@
 #   build  bin/gateway
 #   run    build, then the local stack (MariaDB on 13306, gateway on 15306): e2e/local/run.sh
 #   test   install MariaDB and sysbench if missing (apt, as root), go vet, go test -race,
-#          then every fuzz target for TEST_FUZZTIME (default 2s; about 40s in all, "0" skips)
+#          then every fuzz target for TEST_FUZZTIME (default 3000x executions: a count, not a
+#          duration, because go test -fuzz with a short duration can fail with "context deadline
+#          exceeded" without any crasher; about 40s in all, "0" skips)
 #   lint   gofmt check and go vet
 #   bench  build, then sysbench direct vs through the gateway (e2e/bench); BENCH_QUICK=1 for a short run
 #   fuzz   run every fuzz target of FUZZ_PKGS for FUZZTIME (default 30s) each; prints
@@ -12,7 +14,7 @@
 GO ?= go
 TEST_TIMEOUT ?= 15m
 FUZZTIME ?= 30s
-TEST_FUZZTIME ?= 2s
+TEST_FUZZTIME ?= 3000x
 FUZZ_PKGS ?= ./wire ./querypath
 
 .PHONY: build run test lint clean bench fuzz
@@ -47,13 +49,16 @@ bench: build
 
 # One target at a time (go test -fuzz takes one); the last "execs:" line of
 # each run is the count. Every target runs even when one finds a crasher;
-# the exit status says whether any did.
+# the exit status says whether any did. A run that ends with the toolchain's
+# "context deadline exceeded" and wrote no failing input is not a crasher
+# (a known go test -fuzz timing failure): it is reported as "ok*".
 fuzz:
 	@failed=""; \
 	for pkg in $(FUZZ_PKGS); do \
 		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 			start=$$(date +%s); \
 			if out=$$($(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg 2>&1); then status=ok; \
+			elif echo "$$out" | grep -q 'context deadline exceeded' && ! echo "$$out" | grep -q 'Failing input written'; then status='ok*'; \
 			else status=FAIL; failed="$$failed $$pkg:$$t"; echo "$$out" | tail -30; fi; \
 			execs=$$(echo "$$out" | grep -o 'execs: [0-9]*' | tail -1 | cut -d' ' -f2); \
 			printf '%-4s %-12s %-30s %10s execs %4ss\n' $$status $$pkg $$t "$${execs:-?}" $$(( $$(date +%s) - start )); \
