@@ -438,19 +438,12 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 		res, err := ss.exchange(conn, p, kind)
 		ss.relay.HoldReadOnly = false
 		sp.served(ss.leaseRole, res, err)
-		if err == nil && res.Held && ss.srv.closing.Load() {
-			// No retry while shutting down: the client gets the error.
-			err = ss.writeErr(res.Err)
-			if err != nil {
-				err = &wire.ClientError{Err: err}
+		if err == nil && res.Held {
+			var retry bool
+			if retry, err = ss.heldReadOnly(conn, res); retry {
+				held, avoid = res.Err, conn.addr
+				continue
 			}
-		} else if err == nil && res.Held {
-			// The primary turned read-only: nothing ran.
-			ss.srv.health.Check(conn.addr)
-			ss.releaseLease()
-			held, avoid = res.Err, conn.addr
-			ss.log.Info("primary refused a write as read-only; waiting for the new primary", "backend", conn.addr)
-			continue
 		}
 		if err == nil {
 			ss.afterStatement(conn, route, res)
@@ -485,6 +478,25 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 		}
 		return nil
 	}
+}
+
+// heldReadOnly handles a statement the primary refused as read-only, held
+// back from the client by the relay (wire.Result.Held): nothing ran. The
+// backend is probed at once and the lease given up, and retry is true: the
+// caller tries again on the new primary, avoiding this one. While the
+// gateway shuts down there is no retry: the client gets the backend's
+// error now (err is then the client's write failure, if any).
+func (ss *Session) heldReadOnly(conn *backendConn, res wire.Result) (retry bool, err error) {
+	if ss.srv.closing.Load() {
+		if err := ss.writeErr(res.Err); err != nil {
+			return false, &wire.ClientError{Err: err}
+		}
+		return false, nil
+	}
+	ss.srv.health.Check(conn.addr)
+	ss.releaseLease()
+	ss.log.Info("primary refused a write as read-only; waiting for the new primary", "backend", conn.addr)
+	return true, nil
 }
 
 // exchange sends p on conn and relays the answer.

@@ -296,19 +296,12 @@ func (ss *Session) comStmtExecute(p []byte) error {
 		res, err := ss.exchange(conn, p, wire.ResponseQuery)
 		ss.relay.HoldReadOnly = false
 		sp.served(ss.leaseRole, res, err)
-		if err == nil && res.Held && ss.srv.closing.Load() {
-			// No retry while shutting down: the client gets the error.
-			err = ss.writeErr(res.Err)
-			if err != nil {
-				err = &wire.ClientError{Err: err}
+		if err == nil && res.Held {
+			var retry bool
+			if retry, err = ss.heldReadOnly(conn, res); retry {
+				held, avoid = res.Err, conn.addr
+				continue
 			}
-		} else if err == nil && res.Held {
-			// The primary turned read-only: nothing ran. Retry on the new
-			// primary once it appears.
-			ss.srv.health.Check(conn.addr)
-			ss.releaseLease()
-			held, avoid = res.Err, conn.addr
-			continue
 		}
 		st.resetLongData(ss)
 		if err != nil {
