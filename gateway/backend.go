@@ -306,16 +306,11 @@ func (c *cluster) tableColumns(ss *Session, table string) ([]string, error) {
 			cols = append(cols, string(row[0]))
 		}
 	})
-	var sqlErr *wire.SQLError
-	switch {
-	case err == nil:
-		l.Release()
-	case errors.As(err, &sqlErr):
-		l.Release()
-		return nil, err
-	default:
-		l.Destroy()
+	if endLease(l, err) {
 		return nil, backendLost(be.addr, err)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if len(cols) == 0 {
 		return nil, wire.NewError(1146, "42S02", "Table '%s' doesn't exist", table)
@@ -574,3 +569,16 @@ func (bc *backendConn) changeUserNoDB() error {
 // greetingWait is how long Serve waits at start for a first backend
 // connection, to announce the backend's version.
 const greetingWait = 3 * time.Second
+
+// endLease gives back a connection leased for a statement of the gateway's
+// own: released when it is still usable (no error, or an error the server
+// sent), destroyed when it broke, which endLease reports.
+func endLease(l *pools.Lease[*backendConn], err error) (broke bool) {
+	var sqlErr *wire.SQLError
+	if err == nil || errors.As(err, &sqlErr) {
+		l.Release()
+		return false
+	}
+	l.Destroy()
+	return true
+}

@@ -215,17 +215,10 @@ func (ss *Session) killBackendQuery(bc *backendConn) error {
 		return err
 	}
 	_, err = l.Conn().Exec("KILL QUERY " + strconv.FormatUint(uint64(bc.Greeting.ConnectionID), 10))
+	endLease(l, err)
 	var sqlErr *wire.SQLError
-	switch {
-	case err == nil:
-		l.Release()
-	case errors.As(err, &sqlErr):
-		l.Release()
-		if sqlErr.Code == 1094 { // the statement just finished
-			err = nil
-		}
-	default:
-		l.Destroy()
+	if errors.As(err, &sqlErr) && sqlErr.Code == 1094 { // the statement just finished
+		err = nil
 	}
 	return err
 }
