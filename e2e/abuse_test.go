@@ -2,17 +2,15 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,27 +26,9 @@ func TestAbusiveClientsNextToNormalLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	abusers := 1000
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < uint64(2*abusers+1000) {
-		lim.Cur = min(lim.Max, uint64(2*abusers+1000))
-		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
-		abusers = min(abusers, int(lim.Cur-1000)/2)
-	}
-	bin := buildGateway(t)
-	addr := freeAddr(t)
-	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	abusers := raiseFileLimit(1000)
 	const handshakeTimeout = 2 * time.Second
-	cfg := strings.Replace(opsYAML(fmt.Sprintf("handshake_timeout: %s\nmax_connections_per_address: %d\nwrite_timeout: 5s", handshakeTimeout, abusers+100), "", "size: 8, min_idle: 2"),
-		"listen: 127.0.0.1:0", "listen: "+addr, 1)
-	if err := writeFile(path, cfg); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "serve", "--config", path)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	pid, addr := startGatewayProcess(t, fmt.Sprintf("handshake_timeout: %s\nmax_connections_per_address: %d\nwrite_timeout: 5s", handshakeTimeout, abusers+100))
 	db := open(t, dsnFor(addr, appUser, appPass))
 	db.SetMaxOpenConns(8)
 	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
@@ -59,46 +39,25 @@ func TestAbusiveClientsNextToNormalLoad(t *testing.T) {
 		}
 	}
 	mustExec(t, db, "DROP TABLE IF EXISTS abuse_load", "CREATE TABLE abuse_load (id INT AUTO_INCREMENT PRIMARY KEY, s INT, v VARCHAR(20))")
-	before := rssKiB(t, cmd.Process.Pid)
+	before := rssKiB(t, pid)
 
 	// The normal load: 8 sessions, each a statement after the other.
-	stop := make(chan struct{})
-	var ok, failed atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
-	for i := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			conn, err := db.Conn(context.Background())
-			if err != nil {
-				failed.Add(1)
-				firstErr.CompareAndSwap(nil, err)
-				return
-			}
-			defer conn.Close()
-			for n := 0; ; n++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				var err error
-				if n%2 == 0 {
-					_, err = conn.ExecContext(context.Background(), "INSERT INTO abuse_load (s, v) VALUES (?, 'x')", i)
-				} else {
-					var c int
-					err = conn.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM abuse_load WHERE s = ?", i).Scan(&c)
-				}
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-				} else {
-					ok.Add(1)
-				}
-			}
-		}()
+	var sessions []*sql.DB
+	for range 8 {
+		sdb := open(t, dsnFor(addr, appUser, appPass))
+		sdb.SetMaxOpenConns(1)
+		sessions = append(sessions, sdb)
 	}
+	var n atomic.Int64
+	l := startLoad(sessions, func(sdb *sql.DB) error {
+		i := n.Add(1)
+		if i%2 == 0 {
+			_, err := sdb.Exec("INSERT INTO abuse_load (s, v) VALUES (?, 'x')", i%8)
+			return err
+		}
+		var c int
+		return sdb.QueryRow("SELECT COUNT(*) FROM abuse_load WHERE s = ?", i%8).Scan(&c)
+	})
 
 	// The abusers: a third send garbage, a third connect and say nothing,
 	// a third send half a handshake response; all then keep the socket.
@@ -128,7 +87,7 @@ func TestAbusiveClientsNextToNormalLoad(t *testing.T) {
 			_, _ = c.Write(half)
 		}
 	}
-	during := rssKiB(t, cmd.Process.Pid)
+	during := rssKiB(t, pid)
 	t.Logf("gateway RSS: %d MiB before, %d MiB with %d abusive connections open (%.1f KiB each), opened in %s",
 		before>>10, during>>10, len(conns), float64(during-before)/float64(len(conns)), time.Since(opened).Round(time.Millisecond))
 
@@ -150,17 +109,16 @@ func TestAbusiveClientsNextToNormalLoad(t *testing.T) {
 	cwg.Wait()
 	cutAfter := time.Since(opened)
 	time.Sleep(time.Second) // the normal load keeps going a little
-	close(stop)
-	wg.Wait()
-	after := rssKiB(t, cmd.Process.Pid)
-	t.Logf("gateway RSS: %d MiB after the abusers were cut; normal load: %d statements, %d failed", after>>10, ok.Load(), failed.Load())
+	l.stop()
+	after := rssKiB(t, pid)
+	t.Logf("gateway RSS: %d MiB after the abusers were cut; normal load: %d statements, %d failed", after>>10, l.ok.Load(), l.failed.Load())
 	if n := cut.Load(); n != int64(len(conns)) {
 		t.Errorf("%d of %d abusive connections still open %s after they started", int64(len(conns))-n, len(conns), cutAfter.Round(time.Millisecond))
 	}
-	if failed.Load() != 0 {
-		t.Errorf("%d statements of the normal load failed; first: %v", failed.Load(), firstErr.Load())
+	if l.failed.Load() != 0 {
+		t.Errorf("%d statements of the normal load failed; first: %v", l.failed.Load(), l.firstErr.Load())
 	}
-	if ok.Load() == 0 {
+	if l.ok.Load() == 0 {
 		t.Error("the normal load ran no statement")
 	}
 }

@@ -41,54 +41,10 @@ func TestIdleClientMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	clients := 10_000
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < uint64(2*clients+1000) {
-		lim.Cur = min(lim.Max, uint64(2*clients+1000))
-		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
-		// Both ends of every connection live on this machine (the gateway
-		// inherits the limit).
-		clients = min(clients, int(lim.Cur-1000)/2)
-	}
-	bin := buildGateway(t)
-	addr := freeAddr(t)
-	path := filepath.Join(t.TempDir(), "gateway.yaml")
-	cfg := strings.Replace(opsYAML("max_client_connections: 20000", "", "size: 8, min_idle: 2"), "listen: 127.0.0.1:0", "listen: "+addr, 1)
-	if err := writeFile(path, cfg); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "serve", "--config", path)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
-	var conns []*wire.BackendConn
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	deadline := time.Now().Add(2 * time.Minute)
-	base := int64(0)
-	for len(conns) < clients && time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		c, err := wire.Dial(ctx, addr, wire.DialOptions{User: appUser, Password: appPass, ReadBuffer: 512, WriteBuffer: 512})
-		cancel()
-		if err != nil {
-			if len(conns) == 0 {
-				time.Sleep(50 * time.Millisecond) // still starting
-				continue
-			}
-			t.Fatalf("client %d: %v", len(conns), err)
-		}
-		if len(conns) == 0 {
-			time.Sleep(200 * time.Millisecond)
-			base = rssKiB(t, cmd.Process.Pid)
-		}
-		conns = append(conns, c)
-	}
-	time.Sleep(time.Second)
-	rss := rssKiB(t, cmd.Process.Pid)
+	clients := raiseFileLimit(10_000)
+	pid, addr := startGatewayProcess(t, "max_client_connections: 20000")
+	conns, base := dialIdle(t, pid, addr, clients, nil)
+	rss := rssKiB(t, pid)
 	t.Logf("gateway RSS: %d MiB with 1 idle client, %d MiB with %d idle clients (%.1f KiB per client)",
 		base>>10, rss>>10, len(conns), float64(rss-base)/float64(len(conns)))
 
@@ -117,7 +73,7 @@ func TestIdleClientMemory(t *testing.T) {
 	}
 	peak := rss
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		peak = max(peak, rssKiB(t, cmd.Process.Pid))
+		peak = max(peak, rssKiB(t, pid))
 	}
 	close(stop)
 	for range active {
@@ -138,11 +94,36 @@ func TestIdleTLSClientMemory(t *testing.T) {
 	const clients = 2000
 	pki := newPKI(t)
 	cert, key := pki.issue(t, "gateway", 2, true, false)
+	pid, addr := startGatewayProcess(t, fmt.Sprintf("max_client_connections: 20000\ntls: {cert: %s, key: %s}", cert, key))
+	// The test's own certificate.
+	conns, base := dialIdle(t, pid, addr, clients, &tls.Config{InsecureSkipVerify: true})
+	rss := rssKiB(t, pid)
+	t.Logf("gateway RSS: %d MiB with 1 idle TLS client, %d MiB with %d (%.1f KiB per TLS client)",
+		base>>10, rss>>10, len(conns), float64(rss-base)/float64(len(conns)))
+}
+
+// raiseFileLimit raises the soft open-file limit for n client connections
+// (both ends of each live on this machine, and the gateway inherits the
+// limit) and returns how many fit under the hard limit.
+func raiseFileLimit(n int) int {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < uint64(2*n+1000) {
+		lim.Cur = min(lim.Max, uint64(2*n+1000))
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+		n = min(n, int(lim.Cur-1000)/2)
+	}
+	return n
+}
+
+// startGatewayProcess runs the gateway binary on a free address with the
+// opsYAML config plus the top-level keys top, stops it with SIGTERM when
+// the test ends, and returns its pid and MySQL address.
+func startGatewayProcess(t *testing.T, top string) (pid int, addr string) {
+	t.Helper()
 	bin := buildGateway(t)
-	addr := freeAddr(t)
+	addr = freeAddr(t)
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
-	cfg := strings.Replace(opsYAML(fmt.Sprintf("max_client_connections: 20000\ntls: {cert: %s, key: %s}", cert, key), "", "size: 8, min_idle: 2"),
-		"listen: 127.0.0.1:0", "listen: "+addr, 1)
+	cfg := strings.Replace(opsYAML(top, "", "size: 8, min_idle: 2"), "listen: 127.0.0.1:0", "listen: "+addr, 1)
 	if err := writeFile(path, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -150,17 +131,22 @@ func TestIdleTLSClientMemory(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
-	var conns []*wire.BackendConn
-	defer func() {
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	return cmd.Process.Pid, addr
+}
+
+// dialIdle logs in n clients (plain, or TLS with tlsConf) and keeps them
+// idle; they are closed when the test ends. base is the gateway's RSS
+// with the first one connected.
+func dialIdle(t *testing.T, pid int, addr string, n int, tlsConf *tls.Config) (conns []*wire.BackendConn, base int64) {
+	t.Helper()
+	t.Cleanup(func() {
 		for _, c := range conns {
 			c.Close()
 		}
-	}()
-	tlsConf := &tls.Config{InsecureSkipVerify: true} // the test's own certificate
+	})
 	deadline := time.Now().Add(2 * time.Minute)
-	var base int64
-	for len(conns) < clients && time.Now().Before(deadline) {
+	for len(conns) < n && time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		c, err := wire.Dial(ctx, addr, wire.DialOptions{User: appUser, Password: appPass, ReadBuffer: 512, WriteBuffer: 512, TLS: tlsConf})
 		cancel()
@@ -169,16 +155,14 @@ func TestIdleTLSClientMemory(t *testing.T) {
 				time.Sleep(50 * time.Millisecond) // still starting
 				continue
 			}
-			t.Fatalf("TLS client %d: %v", len(conns), err)
+			t.Fatalf("client %d: %v", len(conns), err)
 		}
 		if len(conns) == 0 {
 			time.Sleep(200 * time.Millisecond)
-			base = rssKiB(t, cmd.Process.Pid)
+			base = rssKiB(t, pid)
 		}
 		conns = append(conns, c)
 	}
 	time.Sleep(time.Second)
-	rss := rssKiB(t, cmd.Process.Pid)
-	t.Logf("gateway RSS: %d MiB with 1 idle TLS client, %d MiB with %d (%.1f KiB per TLS client)",
-		base>>10, rss>>10, len(conns), float64(rss-base)/float64(len(conns)))
+	return conns, base
 }
