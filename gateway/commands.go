@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
@@ -226,11 +227,15 @@ func (ss *Session) killBackendQuery(bc *backendConn) error {
 // runLocal answers statements the gateway handles itself. handled is false
 // for everything that goes to a backend.
 func (ss *Session) runLocal(route querypath.Route) (handled bool, err error) {
-	switch route.Kind {
-	case querypath.KindKill:
-		return true, ss.kill(route.KillID, route.KillQuery)
-	case querypath.KindGatewayShow:
-		return true, ss.showGateway(route.Table)
+	if route.Kind != querypath.KindKill && route.Kind != querypath.KindGatewayShow {
+		return false, nil
 	}
-	return false, nil
+	start := time.Now() // only local statements pay for this clock read
+	if route.Kind == querypath.KindKill {
+		err = ss.kill(route.KillID, route.KillQuery)
+	} else {
+		err = ss.showGateway(route.Table)
+	}
+	ss.srv.metrics.statement(routeLocal, outcomeOf(wire.Result{}, err), time.Since(start))
+	return true, err
 }

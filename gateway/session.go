@@ -357,10 +357,8 @@ func (ss *Session) comQuery(p []byte) error {
 		// is cloned.
 		sql = unsafe.String(&p[1], len(p)-1)
 	}
-	start := time.Now()
 	route := ss.srv.classifier.Classify(sql)
 	if handled, err := ss.runLocal(route); handled {
-		ss.srv.metrics.statement(routeLocal, outcomeOf(wire.Result{}, err), time.Since(start))
 		return err
 	}
 	switch or, ai := ss.routeOwner(route); or {
