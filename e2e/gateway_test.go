@@ -338,7 +338,7 @@ func TestResultsByteForByte(t *testing.T) {
 				mustExec(t, setup, c.before)
 			}
 			g := rawQuery(t, shared.gwAddr(), appUser, appPass, c.q, caps)
-			if !bytes.Equal(d, g) {
+			if !bytes.Equal(maskNoIndex(d), maskNoIndex(g)) {
 				t.Fatalf("%q (caps %x): responses differ\ndirect  %q\ngateway %q", c.q, caps, d, g)
 			}
 		}
@@ -352,7 +352,7 @@ func compareRaw(t *testing.T, q string, caps uint32) {
 	t.Helper()
 	d := rawQuery(t, shared.db.Addr(), backendUser, backendPass, q, caps)
 	g := rawQuery(t, shared.gwAddr(), appUser, appPass, q, caps)
-	if !bytes.Equal(d, g) {
+	if !bytes.Equal(maskNoIndex(d), maskNoIndex(g)) {
 		t.Fatalf("%q (caps %x): responses differ\ndirect  %q\ngateway %q", q, caps, d, g)
 	}
 }

@@ -825,7 +825,7 @@ func compareRecorded(t *testing.T, label string, d, g []recorded) {
 	}
 	bad := 0
 	for i := range d {
-		if !bytes.Equal(d[i].resp, g[i].resp) {
+		if !bytes.Equal(maskNoIndex(d[i].resp), maskNoIndex(g[i].resp)) {
 			bad++
 			if bad <= 15 {
 				t.Errorf("%s: %s: responses differ\ndirect  %s\ngateway %s", label, d[i].what, clip(d[i].resp), clip(g[i].resp))
@@ -835,6 +835,27 @@ func compareRecorded(t *testing.T, label string, d, g []recorded) {
 	if bad > 15 {
 		t.Errorf("%s: %d more differences", label, bad-15)
 	}
+}
+
+// maskNoIndex clears MariaDB's no-index status bits (0x10, 0x20) in the
+// classic EOF packets of a recorded response: the gateway's backend
+// connections use CLIENT_DEPRECATE_EOF (for the session trackers at the
+// end of result sets), so the EOF after column definitions that it gives
+// a classic client is its own, and whether the statement used an index is
+// not known yet when it is sent. The EOF after the rows is MariaDB's.
+func maskNoIndex(b []byte) []byte {
+	out := append([]byte(nil), b...)
+	for i := 0; i+4 <= len(out); {
+		n := int(out[i]) | int(out[i+1])<<8 | int(out[i+2])<<16
+		if i+4+n > len(out) {
+			break
+		}
+		if p := out[i+4 : i+4+n]; n == 5 && p[0] == 0xfe {
+			p[3] &^= 0x30
+		}
+		i += 4 + n
+	}
+	return out
 }
 
 // clip quotes b, shortened in the middle when long.

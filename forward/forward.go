@@ -221,6 +221,7 @@ func (f *Forwarder) Forward(relay *wire.Relay, client *wire.Conn, db string, p [
 		l.Destroy()
 		return wire.Result{}, &OwnerError{Cluster: f.cfg.Cluster, Addr: f.cfg.Addr, Err: err}
 	}
+	relay.BackendCaps = c.Caps
 	res, err := relay.Run(client, c.Conn, kind)
 	if err != nil {
 		l.Destroy()
@@ -257,6 +258,7 @@ func (f *Forwarder) Stream(relay *wire.Relay, client *wire.Conn, db string, p []
 	if err := c.WriteCommand(p); err != nil {
 		return wire.Result{}, &OwnerError{Cluster: f.cfg.Cluster, Addr: f.cfg.Addr, Err: err}
 	}
+	relay.BackendCaps = c.Caps
 	res, err := relay.Run(client, c.Conn, wire.ResponseQuery)
 	if err != nil {
 		var ce *wire.ClientError

@@ -50,6 +50,19 @@ type backendConn struct {
 	// COM_CHANGE_USER; key is its pool's.
 	user, password string
 	key            poolKey
+	// tracked is set when the server reports session state changes in
+	// its OK packets (see initSession); trackersOff when a client's SET
+	// turned them off and they must be turned on again.
+	tracked, trackersOff bool
+	// lastInsertID is the connection's LAST_INSERT_ID() when
+	// insertIDKnown; a statement that may have changed it makes it
+	// unknown until it is read back.
+	lastInsertID  uint64
+	insertIDKnown bool
+	// closed is set when the server closed the connection after an
+	// answer (an error such as 1153 or 1927, COMMIT RELEASE): it is
+	// destroyed, and that is no backend failure.
+	closed bool
 }
 
 // killPool returns the pool whose connections log in as bc's account,
@@ -209,6 +222,9 @@ type cluster struct {
 	// greeting of the first connection, for the version and collation
 	// the gateway announces.
 	greeting atomic.Pointer[wire.Greeting]
+	// defaults are what the latest new backend connection reported of
+	// the server's defaults (packet limit, trackers).
+	defaults atomic.Pointer[backendDefaults]
 
 	// fwd forwards sequence and message statements to the cluster's
 	// owner; nil without one.
@@ -444,6 +460,11 @@ func (c *cluster) dial(ctx context.Context, be *backend, k poolKey) (*backendCon
 	if k.foundRows {
 		o.Caps |= wire.CapFoundRows
 	}
+	// The server reports session state changes (CLIENT_SESSION_TRACK),
+	// also those at the end of a result set (CLIENT_DEPRECATE_EOF: only
+	// the final OK packet carries them); the relay converts for classic
+	// clients.
+	o.Caps |= wire.CapSessionTrack | wire.CapDeprecateEOF
 	bt := c.tls.Load()
 	o.TLS, o.TLSPreferred = bt.conf, bt.preferred
 	bc, err := wire.Dial(ctx, be.addr, o)
@@ -455,11 +476,16 @@ func (c *cluster) dial(ctx context.Context, be *backend, k poolKey) (*backendCon
 		}
 		return nil, &dialError{addr: be.addr, cluster: cfg.Name, user: user, err: err}
 	}
-	c.greeting.CompareAndSwap(nil, bc.Greeting)
-	return &backendConn{
+	conn := &backendConn{
 		BackendConn: bc, addr: be.addr, be: be, multiStmt: true,
-		user: user, password: password, key: k,
-	}, nil
+		user: user, password: password, key: k, insertIDKnown: true,
+	}
+	if err := c.initSession(conn); err != nil {
+		bc.Close()
+		return nil, &dialError{addr: be.addr, cluster: cfg.Name, user: user, err: err}
+	}
+	c.greeting.CompareAndSwap(nil, bc.Greeting)
+	return conn, nil
 }
 
 // close closes every pool of the cluster and its owner forwarder.
@@ -544,12 +570,20 @@ func (bc *backendConn) reset() error {
 	if _, err := bc.SimpleCommand([]byte{wire.ComResetConnection}); err != nil {
 		return err
 	}
+	bc.forgetSession(unknownDB)
+	return bc.enableTrackers()
+}
+
+// forgetSession records that the connection's session is fresh again
+// (after COM_RESET_CONNECTION or COM_CHANGE_USER), with database db.
+func (bc *backendConn) forgetSession(db string) {
 	bc.vars = map[string]string{"names": "\x00unknown"}
 	bc.stmts = nil
-	bc.db = unknownDB
+	bc.db = db
 	bc.dirty = false
 	bc.syncedState = 0
-	return nil
+	bc.lastInsertID, bc.insertIDKnown = 0, true
+	bc.trackersOff = false
 }
 
 // changeUserNoDB logs the connection in again without a default database,
@@ -558,12 +592,8 @@ func (bc *backendConn) changeUserNoDB() error {
 	if err := bc.ChangeUser(bc.user, bc.password, ""); err != nil {
 		return err
 	}
-	bc.vars = map[string]string{"names": "\x00unknown"}
-	bc.stmts = nil
-	bc.db = ""
-	bc.dirty = false
-	bc.syncedState = 0
-	return nil
+	bc.forgetSession("")
+	return bc.enableTrackers()
 }
 
 // greetingWait is how long Serve waits at start for a first backend

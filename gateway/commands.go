@@ -133,7 +133,8 @@ func parseChangeUser(p []byte, caps uint32) (changeUserRequest, error) {
 // statements, pins, last insert id. The database is left to the caller.
 func (ss *Session) resetState() {
 	ss.setPins(0)
-	ss.lastInsertID = 0
+	ss.lastInsertID, ss.insertIDPending = 0, false
+	ss.trackers = ss.defaultTrackers()
 	ss.stmts, ss.stmtBytes, ss.cursors = map[uint32]*stmt{}, 0, 0
 	ss.tempTables, ss.sqlStmts = map[string]struct{}{}, map[string]struct{}{}
 	ss.vars = map[string]string{}

@@ -138,6 +138,8 @@ type metrics struct {
 
 	ownerForwards [numOutcomeLabels]prometheus.Counter
 
+	disagreements [numDisagreeKinds]prometheus.Counter
+
 	sampler *statusSampler
 }
 
@@ -181,7 +183,14 @@ func newMetrics(s *Server) *metrics {
 	for o := range numOutcomeLabels {
 		m.ownerForwards[o] = owner.WithLabelValues(o.String())
 	}
-	m.reg.MustRegister(accepted, rejected, statements, latency, owner,
+	disagree := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "directgate_classifier_disagreements_total",
+		Help: "Statements for which the backend's session-state trackers reported something the statement classifier did not predict, by kind (variable: a system variable it did not see set; state_change: session state it did not see, such as a user variable set inside a procedure; next_transaction: next-transaction characteristics; schema: the default database). The server wins; a rising count points at a classifier gap.",
+	}, []string{"kind"})
+	for k := range numDisagreeKinds {
+		m.disagreements[k] = disagree.WithLabelValues(k.String())
+	}
+	m.reg.MustRegister(accepted, rejected, statements, latency, owner, disagree,
 		&stateCollector{s: s, m: m},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -195,6 +204,30 @@ func (s *Server) Registry() *prometheus.Registry {
 		return nil
 	}
 	return s.metrics.reg
+}
+
+// disagreeKind says what the server's session trackers reported that the
+// classifier did not predict.
+type disagreeKind uint8
+
+const (
+	disagreeVariable disagreeKind = iota
+	disagreeStateChange
+	disagreeNextTxn
+	disagreeSchema
+	numDisagreeKinds
+)
+
+func (k disagreeKind) String() string {
+	return [...]string{"variable", "state_change", "next_transaction", "schema"}[k]
+}
+
+// disagreement counts one classifier disagreement of kind k.
+func (m *metrics) disagreement(k disagreeKind) {
+	if m == nil {
+		return
+	}
+	m.disagreements[k].Inc()
 }
 
 // statement records one client statement: its route, how it ended and

@@ -21,6 +21,14 @@ const (
 	// pinWarnings: the last statement left warnings that a SHOW WARNINGS
 	// right after it must read from the same connection.
 	pinWarnings
+	// pinNextTxn: SET TRANSACTION (without SESSION) set characteristics
+	// of the next transaction on the connection; the server's transaction
+	// tracker says when they are used up.
+	pinNextTxn
+	// pinServerState: the server reported a session state change that the
+	// classifier did not account for (a user variable set inside a
+	// procedure, function or trigger, ...). Ends with the session.
+	pinServerState
 )
 
 // transientPins last only until the next statement.
@@ -28,8 +36,9 @@ const transientPins = pinSet(querypath.TransientPins) | pinWarnings
 
 // stickyPins leave state on the backend connection that the gateway cannot
 // see: the connection is reset before another session gets it.
-const stickyPins = pinSet(querypath.PinUserVar | querypath.PinTempTable | querypath.PinLock |
-	querypath.PinLockTables | querypath.PinPrepare | querypath.PinFoundRows | querypath.PinUnreplayable)
+const stickyPins = pinSet(querypath.PinUserVar|querypath.PinTempTable|querypath.PinLock|
+	querypath.PinLockTables|querypath.PinPrepare|querypath.PinFoundRows|querypath.PinUnreplayable) |
+	pinNextTxn | pinServerState
 
 // pinName names a single reason, as counted in PinStats.
 func pinName(bit pinSet) string {
@@ -40,6 +49,10 @@ func pinName(bit pinSet) string {
 		return "cursor"
 	case pinWarnings:
 		return "warnings"
+	case pinNextTxn:
+		return "next_transaction"
+	case pinServerState:
+		return "server_state"
 	}
 	return querypath.Pin(bit).String()
 }
@@ -77,7 +90,7 @@ func (s *pinStats) snapshot() map[string]int64 {
 	for i := range 8 {
 		m[pinName(1<<i)] = s.counts[i].Load()
 	}
-	for _, b := range []pinSet{pinTxn, pinCursor, pinWarnings} {
+	for _, b := range []pinSet{pinTxn, pinCursor, pinWarnings, pinNextTxn, pinServerState} {
 		m[pinName(b)] = s.counts[bits.TrailingZeros32(uint32(b))].Load()
 	}
 	return m

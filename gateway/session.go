@@ -108,10 +108,21 @@ type Session struct {
 	// stateKeyID and stateKeyStr cache stateKey() for stateID.
 	stateKeyID  uint64
 	stateKeyStr string
-	// lastInsertID is the last auto-increment value a statement of this
-	// session generated, replayed onto a new connection for statements
-	// that read LAST_INSERT_ID().
-	lastInsertID uint64
+	// lastInsertID is the session's LAST_INSERT_ID(), replayed onto a
+	// connection whose own differs for statements that read it;
+	// insertIDPending says a statement may have changed it on the leased
+	// connection, where it is read back before the connection is released.
+	lastInsertID    uint64
+	insertIDPending bool
+	// tracked is scratch for what the server's trackers reported of the
+	// last statement; trackers is what the client is shown of them (its
+	// own session_track_* settings).
+	tracked  serverState
+	trackers *wire.TrackFilter
+	// execCall is set while a prepared CALL executes.
+	execCall bool
+	// lastOK tells whether the last statement relayed succeeded.
+	lastOK bool
 
 	busy atomic.Bool
 	// pinView publishes the sticky pins and their backend.
@@ -133,6 +144,10 @@ type Session struct {
 	// failNoted is set once authFailed has counted a failed login of
 	// this connection.
 	failNoted bool
+	// cut is set when the gateway itself cuts the session (KILL, forced
+	// shutdown): the backend connection it closes is not a backend
+	// failure, and nothing is retried.
+	cut atomic.Bool
 }
 
 func (s *Server) serveConn(nc net.Conn, id uint32) {
@@ -224,6 +239,7 @@ func (ss *Session) interruptIfIdle() {
 
 // forceClose cuts the client connection and the statement in flight.
 func (ss *Session) forceClose() {
+	ss.cut.Store(true)
 	_ = ss.nc.Close()
 	if bc := ss.inFlight.Load(); bc != nil {
 		_ = bc.Close()
@@ -238,8 +254,14 @@ func (ss *Session) loop() error {
 		}
 		ss.client.ResetSeq()
 		ss.client.ShrinkBuffer(keepReadBuffer)
+		ss.client.MaxPacket = ss.maxPacket()
 		if err := ss.holdLastResult(); err != nil {
 			return err
+		}
+		idle := ss.idleTimeout()
+		if idle > 0 {
+			// Before busy goes false, so a shutdown's interrupt wins.
+			_ = ss.nc.SetReadDeadline(time.Now().Add(idle))
 		}
 		ss.busy.Store(false)
 		if ss.srv.closing.Load() && ss.pins&pinTxn == 0 {
@@ -247,10 +269,13 @@ func (ss *Session) loop() error {
 		}
 		p, err := ss.client.ReadPacket()
 		ss.busy.Store(true)
+		if idle > 0 && err == nil {
+			_ = ss.nc.SetReadDeadline(time.Time{})
+		}
 		if err != nil {
 			switch {
 			case errors.Is(err, wire.ErrPacketTooLarge):
-				ss.writeErr(wire.NewError(erNetPacketTooLarg, "08S01", "Got a packet bigger than 'max_allowed_packet' bytes (%d); send smaller statements or raise max_allowed_packet in the gateway config", ss.srv.cfg.MaxAllowedPacket))
+				ss.writeErr(wire.NewError(erNetPacketTooLarg, "08S01", "Got a packet bigger than 'max_allowed_packet' bytes (%d); send smaller statements or raise max_allowed_packet (the gateway's, and the backend's: the smaller one applies)", ss.client.MaxPacket))
 			case errors.Is(err, wire.ErrSequence):
 				ss.writeErr(wire.NewError(erMalformedPacket, "08S01", "Malformed communication packet: %v", err))
 			}
@@ -386,12 +411,12 @@ func (ss *Session) useTarget(db string, t target) error {
 		ss.srv.metrics.statement(routeLocal, outcomeOK, 0)
 		return ss.writeOK(wire.OK{Status: ss.status})
 	}
-	before := ss.stateID
+	ss.lastOK = false
 	p := append([]byte{wire.ComInitDB}, db...)
 	if err := ss.run(p, querypath.Route{Kind: querypath.KindUse, Database: db}, wire.ResponseOK); err != nil {
 		return err
 	}
-	if ss.stateID != before { // the backend accepted the database
+	if ss.lastOK { // the backend accepted the database
 		ss.target = t
 	}
 	return nil
@@ -433,8 +458,9 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 			return ss.writeErr(toClientError(err))
 		}
 		ss.relay.HoldReadOnly = retryable && ss.leaseRole == rolePrimary
+		ss.relay.Results = route.Statements
 		res, err := ss.exchange(conn, p, kind)
-		ss.relay.HoldReadOnly = false
+		ss.relay.HoldReadOnly, ss.relay.Results = false, 0
 		sp.served(ss.leaseRole, res, err)
 		if err == nil && res.Held {
 			var retry bool
@@ -444,13 +470,32 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 			}
 		}
 		if err == nil {
-			ss.afterStatement(conn, route, res)
-			return nil
+			return ss.afterStatement(conn, route, res)
 		}
 		var ce *wire.ClientError
 		if errors.As(err, &ce) {
 			ss.dropLease()
 			return err
+		}
+		if ss.cut.Load() {
+			// The gateway cut this session (KILL, forced shutdown) and
+			// closed its backend connection: no backend failure, and
+			// the statement does not run again.
+			ss.dropLease()
+			ss.lostBackendState()
+			return err
+		}
+		var ns *notSentError
+		if errors.As(err, &ns) {
+			// The server never got the command: nothing ran, so any
+			// statement may go to a fresh connection, unless session
+			// state lived on this one.
+			lostState := pinned && ss.pins&^transientPins != 0
+			ss.dropLease()
+			if !lostState && attempt < 2 && !ss.srv.closing.Load() {
+				ss.log.Debug("backend connection closed before the statement was sent; using another", "backend", conn.addr, "error", err)
+				continue
+			}
 		}
 		// The backend connection broke.
 		ss.log.Warn("backend connection lost", "backend", conn.addr, "error", err)
@@ -504,11 +549,18 @@ func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind)
 	load.Begin()
 	defer func() { load.End(start, time.Now()) }()
 	if err := conn.WriteCommand(p); err != nil {
-		return wire.Result{}, &wire.BackendError{Err: err}
+		return ss.sendFailed(conn, err)
 	}
 	// The answer continues the client's sequence: a command split over
 	// several packets (16 MiB and more) is answered after all of them.
 	ss.relay.ClientCaps = ss.caps
+	ss.relay.BackendCaps = conn.Caps
+	ss.relay.Trackers = ss.trackers
+	ss.relay.StatusHint = ss.status
+	if p[0] == wire.ComQuery && isCall(p[1:]) || p[0] == wire.ComStmtExecute && ss.execCall {
+		// Every result set of a procedure is followed by its final OK.
+		ss.relay.StatusHint |= wire.StatusMoreResults
+	}
 	ss.inFlight.Store(conn)
 	defer ss.inFlight.Store(nil)
 	return ss.relay.Run(ss.client, conn.Conn, kind)
@@ -537,6 +589,7 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 		}
 	}
 	wantPrimary := false
+	dead := 0
 	for attempt := 0; ; attempt++ {
 		var be *backend
 		r := rolePrimary
@@ -570,6 +623,15 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 			continue
 		}
 		conn := l.Conn()
+		if dead < maxDeadSkips && conn.PeerClosed() {
+			// The server closed this idle connection (wait_timeout, a
+			// KILL, a restart): it must not take the statement. One
+			// non-blocking peek; a restart shows in discovery.
+			dead++
+			l.Destroy()
+			attempt--
+			continue
+		}
 		ss.lease, ss.leaseRole = l, r
 		if conn.dirty || conn.syncedState != ss.stateID {
 			if err := ss.sync(conn); err != nil {
@@ -592,6 +654,10 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 		return conn, nil
 	}
 }
+
+// maxDeadSkips bounds how many closed idle connections one statement
+// throws away before it takes whatever the pool gives (a fresh dial).
+const maxDeadSkips = 8
 
 // leaseFailed gives up the connection just leased after err (from state
 // sync or a causal wait) and returns the error for the client.
@@ -702,8 +768,9 @@ func copyVars(m map[string]string) map[string]string {
 func (ss *Session) prepareUnpinned(conn *backendConn, route querypath.Route) error {
 	var stmt string
 	switch {
-	case route.ReadsLastResult && ss.lastInsertID != 0:
+	case route.ReadsLastResult && (!conn.insertIDKnown || conn.lastInsertID != ss.lastInsertID):
 		stmt = "SET @@SESSION.last_insert_id = " + strconv.FormatUint(ss.lastInsertID, 10)
+		conn.lastInsertID, conn.insertIDKnown = ss.lastInsertID, true
 	case route.Kind == querypath.KindShowWarnings:
 		stmt = "DO 0"
 	default:
@@ -722,17 +789,35 @@ func (ss *Session) prepareUnpinned(conn *backendConn, route querypath.Route) err
 }
 
 // afterStatement records what the statement changed and decides whether
-// the session keeps its backend connection.
-func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res wire.Result) {
+// the session keeps its backend connection. The server's session trackers
+// (on a tracked connection) are the authority; the classifier's route adds
+// what they do not report. A non-nil error ends the session: the server
+// closed its connection after the answer (COMMIT RELEASE, an error such as
+// 1927 or 1153), as MariaDB then closes the client's.
+func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res wire.Result) error {
 	ok := res.Err == nil
+	ss.lastOK = ok
 	// The previous statement's transient state has now been read or is gone.
 	pins := ss.pins &^ transientPins
-	if ok {
-		ss.status = res.Status
+	var add, end pinSet
+	if conn.tracked {
+		add, end = ss.applyServerState(conn, route, res)
+	}
+	if res.OK.LastInsertID != 0 || route.MultiStatement ||
+		route.Pin&querypath.PinLastResult != 0 && route.DML == querypath.DMLNone ||
+		!ok && route.Kind == querypath.KindOther {
+		// The statement may have changed LAST_INSERT_ID() (the OK
+		// packet's id may also be an explicit value that did not): read
+		// it back before the connection goes.
 		if res.OK.LastInsertID != 0 {
 			ss.lastInsertID = res.OK.LastInsertID
 		}
-		if route.Kind == querypath.KindUse || route.Database != "" {
+		ss.insertIDPending = true
+		conn.insertIDKnown = false
+	}
+	if ok {
+		ss.status = res.Status
+		if !conn.tracked && (route.Kind == querypath.KindUse || route.Database != "") {
 			ss.db = strings.Clone(route.Database)
 			conn.db = ss.db
 			ss.nextState()
@@ -758,6 +843,13 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 			pins |= pinWarnings
 		}
 		pins |= pinSet(route.Pin)
+		if !conn.tracked && route.NextTxn {
+			pins |= pinNextTxn
+		}
+		if !conn.tracked && pins&pinTxn == 0 && (route.Kind == querypath.KindCommit || route.Kind == querypath.KindRollback) {
+			pins &^= pinNextTxn
+		}
+		pins = pins&^end | add
 	} else {
 		// SHOW WARNINGS, SHOW ERRORS and GET DIAGNOSTICS right after an
 		// error report it.
@@ -770,12 +862,22 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 				pins |= pinSet(querypath.PinUnreplayable)
 			}
 		}
+		pins |= add
 	}
 	ss.setPins(pins)
 	if ss.pins&stickyPins != 0 {
 		conn.dirty = true
 	}
-	if ok && ss.leaseRole == rolePrimary && ss.causalReads() &&
+	if conn.closed || !ok && closesConnection(res.Err.Code) || ok && route.Release && !route.MultiStatement {
+		// The server closed the connection after this answer, because
+		// of the client's own statement: not a backend failure. MariaDB
+		// closes the client's connection then; so does the gateway.
+		conn.closed = true
+		ss.dropLease()
+		ss.lostBackendState()
+		return io.EOF
+	}
+	if ok && !conn.tracked && ss.leaseRole == rolePrimary && ss.causalReads() &&
 		(route.Kind == querypath.KindCommit || route.Kind == querypath.KindOther && !res.HadResultSet) {
 		// A write: its GTID is read when the connection is released, so
 		// nothing runs between it and the client's next statement.
@@ -784,6 +886,7 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 	if ss.pins == 0 {
 		ss.releaseLease()
 	}
+	return nil
 }
 
 // causalReads reports whether the session's reads may go to replicas and
@@ -962,6 +1065,22 @@ func (ss *Session) releaseLease() {
 	}
 	ss.lease = nil
 	conn := l.Conn()
+	if conn.closed {
+		ss.insertIDPending, ss.gtidPending = false, false
+		l.Destroy()
+		return
+	}
+	if ss.insertIDPending {
+		ss.insertIDPending = false
+		if err := ss.readInsertID(conn); err != nil {
+			var sqlErr *wire.SQLError
+			if !errors.As(err, &sqlErr) {
+				ss.gtidPending = false
+				l.Destroy()
+				return
+			}
+		}
+	}
 	if ss.gtidPending {
 		ss.gtidPending = false
 		if ss.leaseRole == rolePrimary {
@@ -979,6 +1098,7 @@ func (ss *Session) releaseLease() {
 
 // dropLease destroys the session's connection.
 func (ss *Session) dropLease() {
+	ss.insertIDPending = false
 	if ss.gtidPending {
 		// The write's GTID died with the connection: read from the
 		// primary until the next write.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sort"
 	"strings"
+	"unsafe"
 
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
@@ -186,8 +187,11 @@ func (ss *Session) finishCommand() {
 // command that is never retried.
 func (ss *Session) statementFailed(conn *backendConn, err error) error {
 	var ce *wire.ClientError
-	if errors.As(err, &ce) {
+	if errors.As(err, &ce) || ss.cut.Load() {
+		// The client is gone, or the gateway cut the session (KILL,
+		// forced shutdown) and closed the backend connection itself.
 		ss.dropLease()
+		ss.lostBackendState()
 		return err
 	}
 	ss.log.Warn("backend connection lost", "backend", conn.addr, "error", err)
@@ -265,6 +269,9 @@ func (ss *Session) comStmtExecute(p []byte) error {
 		pinned := ss.lease != nil
 		retryable := attempt == 0 && ss.pins&^transientPins == 0
 		conn, err := ss.backend(route, avoid, false)
+		if err == nil && !pinned {
+			err = ss.prepareUnpinned(conn, route)
+		}
 		if err != nil {
 			var np *noPrimaryError
 			if held != nil && errors.As(err, &np) {
@@ -293,8 +300,10 @@ func (ss *Session) comStmtExecute(p []byte) error {
 		}
 		binary.LittleEndian.PutUint32(p[1:], bid)
 		ss.relay.HoldReadOnly = retryable && ss.leaseRole == rolePrimary
+		ss.relay.Cursor = flags&0x0f != 0
+		ss.execCall = isCall(unsafe.Slice(unsafe.StringData(st.sql), len(st.sql)))
 		res, err := ss.exchange(conn, p, wire.ResponseQuery)
-		ss.relay.HoldReadOnly = false
+		ss.relay.HoldReadOnly, ss.relay.Cursor, ss.execCall = false, false, false
 		sp.served(ss.leaseRole, res, err)
 		if err == nil && res.Held {
 			var retry bool
@@ -303,17 +312,22 @@ func (ss *Session) comStmtExecute(p []byte) error {
 				continue
 			}
 		}
+		var ns *notSentError
+		if errors.As(err, &ns) && !pinned && attempt < 2 && !ss.cut.Load() && !ss.srv.closing.Load() {
+			// Nothing ran: the server never got the execute.
+			ss.dropLease()
+			continue
+		}
 		st.resetLongData(ss)
 		if err != nil {
 			return ss.statementFailed(conn, err)
 		}
-		if flags&0x0f != 0 && res.Status&wire.StatusCursorExists != 0 {
+		if res.CursorOpened {
 			st.cursor = true
 			ss.cursors++
 			ss.setPins(ss.pins | pinCursor)
 		}
-		ss.afterStatement(conn, route, res)
-		return nil
+		return ss.afterStatement(conn, route, res)
 	}
 }
 

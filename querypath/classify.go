@@ -102,12 +102,14 @@ func (c *Classifier) classifyBatch(sql string, depth int, noBackslash bool) Rout
 		var st stmt
 		scanStmt(&st, sql, pos, noBackslash)
 		if st.count > 0 {
+			r.Statements++
 			p := c.route(&st, depth)
 			r.Pin |= p.Pin
 			r.Unpin |= p.Unpin
 			r.ReadsLastResult = r.ReadsLastResult || p.ReadsLastResult
 			r.ImplicitCommit = r.ImplicitCommit || p.ImplicitCommit
 			r.NextTxn = r.NextTxn || p.NextTxn
+			r.SetStatement = r.SetStatement || p.SetStatement
 			r.Vars = append(r.Vars, p.Vars...)
 			r.CreatedTemp = append(r.CreatedTemp, p.CreatedTemp...)
 			r.Dropped = append(r.Dropped, p.Dropped...)

@@ -121,6 +121,9 @@ var classifyCases = []struct {
 
 	// Functions with session state.
 	{"SELECT GET_LOCK('a', 1)", Route{Pin: PinLock}},
+	{"SELECT `GET_LOCK`('a', 1)", Route{Pin: PinLock}},
+	{"SELECT `release_lock`('a')", Route{Unpin: PinLock}},
+	{"SELECT `LAST_INSERT_ID`()", Route{Kind: KindRead, ReadsLastResult: true}},
 	{"SELECT get_lock ('a', 1)", Route{Pin: PinLock}},
 	{"DO GET_LOCK('a', 1)", Route{Pin: PinLock}},
 	{"SELECT RELEASE_LOCK('a')", Route{Unpin: PinLock}},
@@ -336,9 +339,9 @@ var classifyCases = []struct {
 	{"SET ROLE admin", Route{Pin: PinUnreplayable}},
 	{"SET DEFAULT ROLE admin FOR bob", Route{}},
 	{"SET a", Route{Pin: PinUnreplayable}},
-	{"SET STATEMENT max_statement_time=1 FOR SELECT * FROM t", Route{Kind: KindRead}},
-	{"SET STATEMENT max_statement_time=1 FOR UPDATE t SET a=1", Route{Pin: PinLastResult, Table: "t", DML: DMLUpdate}},
-	{"SET STATEMENT sql_mode='' FOR SELECT @x", Route{Kind: KindRead, Pin: PinUserVar}},
+	{"SET STATEMENT max_statement_time=1 FOR SELECT * FROM t", Route{SetStatement: true, Kind: KindRead}},
+	{"SET STATEMENT max_statement_time=1 FOR UPDATE t SET a=1", Route{SetStatement: true, Pin: PinLastResult, Table: "t", DML: DMLUpdate}},
+	{"SET STATEMENT sql_mode='' FOR SELECT @x", Route{SetStatement: true, Kind: KindRead, Pin: PinUserVar}},
 
 	// Temporary tables, locks, prepared statements.
 	{"CREATE TEMPORARY TABLE t (a int)", Route{Pin: PinTempTable, CreatedTemp: names("t")}},
@@ -398,7 +401,7 @@ var classifyCases = []struct {
 	{"CREATE OR REPLACE TEMPORARY TABLE IF NOT EXISTS t (a int)", Route{Pin: PinTempTable, CreatedTemp: names("t")}},
 	{"/*!40101 CREATE TEMPORARY TABLE t1 (a int) */", Route{Pin: PinTempTable, CreatedTemp: names("t1")}},
 	{"EXECUTE IMMEDIATE 'CREATE TEMPORARY TABLE t (a int)'", Route{Pin: PinTempTable, CreatedTemp: names("t")}},
-	{"SET STATEMENT max_statement_time=1 FOR CREATE TEMPORARY TABLE t SELECT 1", Route{Pin: PinTempTable, CreatedTemp: names("t")}},
+	{"SET STATEMENT max_statement_time=1 FOR CREATE TEMPORARY TABLE t SELECT 1", Route{SetStatement: true, Pin: PinTempTable, CreatedTemp: names("t")}},
 	{"CREATE OR REPLACE TEMPORARY TABLE (a int)", Route{Pin: PinTempTable | PinUnreplayable}}, // no name: untrackable
 	{"CREATE TEMPORARY TABLE a.b.c (a int)", Route{Pin: PinTempTable | PinUnreplayable}},
 	{"CREATE TEMPORARY TABLE t@x (a int)", Route{Pin: PinTempTable | PinUnreplayable}},
@@ -544,7 +547,7 @@ func TestClassify(t *testing.T) {
 			t.Errorf("duplicate case %q", tc.sql)
 		}
 		seen[tc.sql] = true
-		got := c.Classify(tc.sql)
+		got := withoutCount(c.Classify(tc.sql))
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("Classify(%q)\n got %s\nwant %s", tc.sql, describe(got), describe(tc.want))
 		}
@@ -656,7 +659,7 @@ func TestConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for _, tc := range classifyCases {
-				if got := c.Classify(tc.sql); !reflect.DeepEqual(got, tc.want) {
+				if got := withoutCount(c.Classify(tc.sql)); !reflect.DeepEqual(got, tc.want) {
 					t.Errorf("Classify(%q) = %s", tc.sql, describe(got))
 					return
 				}
@@ -664,4 +667,26 @@ func TestConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// withoutCount clears Route.Statements, which TestStatementCount checks
+// on its own, so the table of cases need not repeat it.
+func withoutCount(r Route) Route {
+	r.Statements = 0
+	return r
+}
+
+func TestStatementCount(t *testing.T) {
+	c := classifier(t)
+	for sql, want := range map[string]int{
+		"SELECT 1":                       0,
+		"SELECT 1; SELECT 2":             2,
+		"SELECT ';'; SELECT 2; SELECT 3": 3,
+		"SELECT 1;":                      0,
+		"CREATE PROCEDURE p() BEGIN SELECT 1; SELECT 2; END; CALL p()": 2,
+	} {
+		if got := c.Classify(sql).Statements; got != want {
+			t.Errorf("Classify(%q).Statements = %d, want %d", sql, got, want)
+		}
+	}
 }

@@ -219,6 +219,14 @@ type Route struct {
 	// gateway keeps the session on its connection until that transaction
 	// ends. The characteristics are not in Vars.
 	NextTxn bool
+	// Statements is the number of statements of a MultiStatement batch
+	// (each answers with one result, a CALL with several); 0 otherwise.
+	Statements int
+	// SetStatement is set for SET STATEMENT var=value, ... FOR statement:
+	// the variables change for that statement only (a server's session
+	// tracker reports their temporary values, and their restored values
+	// with the next statement).
+	SetStatement bool
 	// NativeSyntax is set on a KindSequence for MariaDB's own
 	// SELECT NEXT VALUE FOR s, as opposed to Vitess' SELECT NEXT ... FROM t.
 	NativeSyntax bool

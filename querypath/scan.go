@@ -135,8 +135,13 @@ func scanStmt(st *stmt, s string, from int, noBackslash bool) {
 		case tkSysVar:
 			sysVarFeature(&st.f, s[t.aux:t.end])
 		case tkPunct:
-			if t.ch() == '(' && p1.kind == tkIdent && !isPunct(p2, '.') {
+			switch {
+			case t.ch() != '(' || isPunct(p2, '.'):
+			case p1.kind == tkIdent:
 				lii = funcFeature(&st.f, s[p1.start:p1.end])
+			case p1.kind == tkQuoted && p1.end-p1.start > 2:
+				// `GET_LOCK`(...) is still the built-in.
+				lii = funcFeature(&st.f, s[p1.start+1:p1.end-1])
 			}
 		case tkIdent:
 			depth += identFeature(&st.f, &l, p2, p1, t)

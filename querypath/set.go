@@ -344,6 +344,7 @@ func (c *Classifier) setStatement(st *stmt, p *setParser, depth int) Route {
 			in.Pin |= st.f.pin
 			in.ReadsLastResult = in.ReadsLastResult || st.f.readsLast
 			in.Unpin &^= in.Pin
+			in.SetStatement = true
 			return in
 		}
 		prev = p.tok

@@ -355,10 +355,8 @@ func (bc *BackendConn) query(query string, row func([][]byte), last *OK) error {
 		if !ok {
 			return ErrMalformed
 		}
-		for range ncols + 1 { // definitions and their EOF
-			if _, err := bc.ReadPacket(); err != nil {
-				return err
-			}
+		if err := bc.skipDefinitions(int(ncols)); err != nil {
+			return err
 		}
 		vals := make([][]byte, ncols)
 		more := false
@@ -370,8 +368,8 @@ func (bc *BackendConn) query(query string, row func([][]byte), last *OK) error {
 			if IsERR(p) {
 				return ParseERR(p)
 			}
-			if IsEOF(p) {
-				_, st := ParseEOF(p)
+			if bc.isEnd(p) {
+				_, st := endStatus(p)
 				last.Status = st
 				more = st&StatusMoreResults != 0
 				break
@@ -447,13 +445,34 @@ func (bc *BackendConn) Prepare(query string) (id uint32, params, columns uint16,
 		if n == 0 {
 			continue
 		}
-		for range int(n) + 1 { // definitions and their EOF
-			if _, err := bc.ReadPacket(); err != nil {
-				return 0, 0, 0, err
-			}
+		if err := bc.skipDefinitions(int(n)); err != nil {
+			return 0, 0, 0, err
 		}
 	}
 	return id, params, columns, nil
+}
+
+// skipDefinitions reads n column or parameter definitions and, on a
+// classic connection, the EOF after them.
+func (bc *BackendConn) skipDefinitions(n int) error {
+	if bc.Caps&CapDeprecateEOF == 0 {
+		n++
+	}
+	for range n {
+		if _, err := bc.ReadPacket(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// isEnd reports whether p ends a row set on this connection: a classic
+// EOF, or with CLIENT_DEPRECATE_EOF an OK packet with header 0xfe.
+func (bc *BackendConn) isEnd(p []byte) bool {
+	if bc.Caps&CapDeprecateEOF != 0 {
+		return len(p) > 0 && p[0] == eofHeader && len(p) < MaxPacketPayload
+	}
+	return IsEOF(p)
 }
 
 // SendNoReply sends a command that the server does not answer

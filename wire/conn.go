@@ -208,3 +208,15 @@ func (c *Conn) WriteCommand(payload []byte) error {
 	}
 	return c.bw.Flush()
 }
+
+// ReadPacketAnySeq is ReadPacket accepting whatever sequence id the
+// packet carries: for an error a server sent while the command was still
+// being written, or on its own before it closed the connection.
+func (c *Conn) ReadPacketAnySeq() ([]byte, error) {
+	hdr, err := c.br.Peek(4)
+	if err != nil {
+		return nil, eofErr(err)
+	}
+	c.seq = hdr[3]
+	return c.ReadPacket()
+}

@@ -62,16 +62,47 @@ type Result struct {
 	LocalInfileRq bool
 	// Held is set when Err was kept from the client (Relay.HoldReadOnly).
 	Held bool
+	// CursorOpened is set when a COM_STMT_EXECUTE sent with Relay.Cursor
+	// opened a cursor: its rows come with COM_STMT_FETCH.
+	CursorOpened bool
+	// Track holds the session-state entries (CLIENT_SESSION_TRACK) of
+	// every OK packet of the response, concatenated in order; read them
+	// with EachTrack. It points into the relay's buffer and is valid until
+	// the next Run.
+	Track []byte
 }
 
 // Relay copies one response from a backend connection to a client
 // connection packet by packet: rows are never decoded, nothing buffers a
-// whole result. It converts between the classic EOF protocol the backend
-// speaks and CLIENT_DEPRECATE_EOF when the client asked for it, and it
+// whole result. It converts between the backend's end-of-result packets
+// (classic EOF, or OK packets with CLIENT_DEPRECATE_EOF) and the client's,
+// gives the client only the session-state information it asked for, and
 // rewrites sequence ids to the client's.
 type Relay struct {
 	// ClientCaps are the capabilities the client negotiated.
 	ClientCaps uint32
+	// BackendCaps are the backend connection's: with CLIENT_DEPRECATE_EOF
+	// its results end with OK packets, with CLIENT_SESSION_TRACK those
+	// carry session-state information.
+	BackendCaps uint32
+	// Trackers says which session-state entries a CLIENT_SESSION_TRACK
+	// client receives (what MariaDB would send it with its own
+	// session_track_* settings); nil passes every entry.
+	Trackers *TrackFilter
+	// Cursor is set for a COM_STMT_EXECUTE that asked for a cursor: only
+	// then does the cursor-exists status bit after the column definitions
+	// mean that no rows follow. (MariaDB also sets that bit on result sets
+	// of a CALL whose procedure has a cursor open; their rows follow.)
+	Cursor bool
+	// StatusHint is the session's status, used for the EOF packet a
+	// classic client expects after column definitions when the backend
+	// (CLIENT_DEPRECATE_EOF) sends none; with StatusMoreResults when the
+	// caller knows more results follow each result set (a CALL).
+	StatusHint uint16
+	// Results, when not zero, is how many results (OK packets and result
+	// sets) the caller expects, for the more-results bit of those EOF
+	// packets (a multi-statement batch of that many statements).
+	Results int
 	// StmtID, when not zero, replaces the statement id in the OK packet of
 	// a COM_STMT_PREPARE answer: clients see the gateway's ids, not the
 	// backend's.
@@ -88,10 +119,14 @@ type Relay struct {
 	// one holding the client's transaction (the owner process).
 	OverrideTxn bool
 	TxnStatus   uint16
-	// scratch holds packets the relay builds itself.
-	scratch [16]byte
-	// sent counts packets written to the client in this Run.
-	sent int
+	// scratch holds packets the relay builds itself; track and kept the
+	// session-state entries of a response and of one rewritten packet.
+	scratch []byte
+	track   []byte
+	kept    []byte
+	// sent counts packets written to the client in this Run; done the
+	// results completed.
+	sent, done int
 }
 
 const inspectLen = 16
@@ -116,13 +151,22 @@ const (
 // trickle in reach the client without waiting for the end.
 func (r *Relay) Run(client, backend *Conn, kind ResponseKind) (res Result, err error) {
 	r.sent = 0
-	defer func() { res.Packets = r.sent }()
+	r.track = r.track[:0]
+	defer func() {
+		res.Packets = r.sent
+		if len(r.track) > 0 {
+			res.Track = r.track
+		}
+	}()
 	deprecateEOF := r.ClientCaps&CapDeprecateEOF != 0
+	backendOKEnd := r.BackendCaps&CapDeprecateEOF != 0
 	state := stFirst
 	var remaining uint64
 	var params, columns uint64
-	cont := false    // the next packet continues a split packet
-	refused := false // a LOCAL INFILE request was refused for the client
+	cont := false      // the next packet continues a split packet
+	refused := false   // a LOAD DATA LOCAL INFILE request was refused for the client
+	defsEnded := false // column definitions ended without an EOF (backendOKEnd)
+	r.done = 0
 	for state != stDone {
 		if backend.br.Buffered() < 4 {
 			if err := client.bw.Flush(); err != nil {
@@ -174,8 +218,10 @@ func (r *Relay) Run(client, backend *Conn, kind ResponseKind) (res Result, err e
 		if n > 0 {
 			first = p[0]
 		}
-		// An EOF packet is always short, so p holds all of it.
-		isEOF := first == eofHeader && n < 9
+		// An end-of-rows packet: a classic EOF is always short; with
+		// CLIENT_DEPRECATE_EOF it is an OK packet with header 0xfe, which
+		// a row can only start with when it is 16 MiB or more.
+		isEnd := first == eofHeader && whole && (n < 9 || backendOKEnd && n < MaxPacketPayload)
 		if first == errHeader && !cont && state != stColumns && state != stPrepColumns && state != stParams {
 			res.Err = ParseERR(p)
 			if r.HoldReadOnly && state == stFirst && r.sent == 0 && res.Err.Code == ErOptionPreventsStatement {
@@ -184,6 +230,11 @@ func (r *Relay) Run(client, backend *Conn, kind ResponseKind) (res Result, err e
 				}
 				res.Held = true
 				return res, nil
+			}
+			if defsEnded && !deprecateEOF {
+				if err := r.writeDefsEOF(client, 0, r.defsStatus()); err != nil {
+					return res, err
+				}
 			}
 			if err := r.forward(client, backend, n, whole); err != nil {
 				return res, err
@@ -200,7 +251,7 @@ func (r *Relay) Run(client, backend *Conn, kind ResponseKind) (res Result, err e
 					return res, &BackendError{err}
 				}
 				res.Err = NewError(1148, "42000", "The used command is not allowed with this MariaDB version: the client did not enable LOAD DATA LOCAL INFILE")
-				if err := client.WritePacket(AppendERR(r.scratch[:0:0], res.Err)); err != nil {
+				if err := client.WritePacket(AppendERR(r.scratch[:0], res.Err)); err != nil {
 					return res, &ClientError{err}
 				}
 				state = stDone
@@ -218,23 +269,19 @@ func (r *Relay) Run(client, backend *Conn, kind ResponseKind) (res Result, err e
 				res.Warnings = binary.LittleEndian.Uint16(p[10:])
 				state = r.afterPrepareOK(params, columns, &remaining)
 			case kind == ResponseFieldList || kind == ResponseFetch:
-				if isEOF {
-					return res, r.finishEOF(client, backend, p, &res, &state, deprecateEOF, true)
+				if isEnd {
+					return res, r.finish(client, backend, p, &res, &state, deprecateEOF, true)
 				}
 				state = stRows
-			case first == okHeader:
-				ok, good := ParseOK(p)
-				if !good {
-					return res, &BackendError{ErrMalformed}
+			case first == okHeader && whole:
+				more, err := r.okPacket(client, backend, p, &res)
+				if err != nil {
+					return res, err
 				}
-				if r.OverrideTxn {
-					ok.Status = r.txnStatus(ok.Status)
-					setOKStatus(p, ok.Status)
-				}
-				res.OK, res.Status, res.Warnings = ok, ok.Status, ok.Warnings
-				if kind != ResponseQuery || ok.Status&StatusMoreResults == 0 {
+				if kind != ResponseQuery || !more {
 					state = stDone
 				}
+				continue
 			case first == localInfileHeader && kind == ResponseQuery && !refused:
 				res.LocalInfileRq = true
 				if r.ClientCaps&CapLocalFiles == 0 {
@@ -271,12 +318,41 @@ func (r *Relay) Run(client, backend *Conn, kind ResponseKind) (res Result, err e
 				state = stDone
 			}
 		case stColumns, stPrepColumns, stParams:
-			remaining--
-			if remaining == 0 {
-				state++ // the matching EOF state
+			if err := r.forward(client, backend, n, whole); err != nil {
+				return res, err
 			}
+			remaining--
+			if remaining > 0 {
+				continue
+			}
+			if !backendOKEnd {
+				state++ // the matching EOF state
+				continue
+			}
+			// No EOF follows the definitions.
+			switch state {
+			case stColumns:
+				// A classic client gets its EOF with the first row, or
+				// with the cursor's answer.
+				defsEnded = true
+				state = stRows
+				continue
+			case stParams:
+				state = stDone
+				if columns > 0 {
+					state, remaining = stPrepColumns, columns
+				}
+			case stPrepColumns:
+				state = stDone
+			}
+			if !deprecateEOF {
+				if err := r.writeDefsEOF(client, 0, r.defsStatus()); err != nil {
+					return res, err
+				}
+			}
+			continue
 		case stColumnsEOF, stParamsEOF, stPrepColumnsEOF:
-			if !isEOF {
+			if !isEnd || n >= 9 {
 				return res, &BackendError{ErrMalformed}
 			}
 			res.Warnings, res.Status = ParseEOF(p)
@@ -294,9 +370,10 @@ func (r *Relay) Run(client, backend *Conn, kind ResponseKind) (res Result, err e
 			case stPrepColumnsEOF:
 				next = stDone
 			case stColumnsEOF:
-				if res.Status&StatusCursorExists != 0 {
+				if r.Cursor && res.Status&StatusCursorExists != 0 {
 					// A cursor was opened: rows come with COM_STMT_FETCH.
-					if err := r.finishEOF(client, backend, p, &res, &state, deprecateEOF, true); err != nil {
+					res.CursorOpened = true
+					if err := r.finish(client, backend, p, &res, &state, deprecateEOF, true); err != nil {
 						return res, err
 					}
 					continue
@@ -311,8 +388,25 @@ func (r *Relay) Run(client, backend *Conn, kind ResponseKind) (res Result, err e
 				continue
 			}
 		case stRows:
-			if isEOF {
-				if err := r.finishEOF(client, backend, p, &res, &state, deprecateEOF, kind != ResponseQuery); err != nil {
+			if defsEnded {
+				defsEnded = false
+				if isEnd && r.Cursor && kind == ResponseQuery {
+					if _, st := endStatus(p); st&StatusCursorExists != 0 {
+						// A cursor was opened: this packet stands for the
+						// EOF after the definitions; rows come with
+						// COM_STMT_FETCH.
+						res.CursorOpened = true
+						return res, r.finish(client, backend, p, &res, &state, deprecateEOF, true)
+					}
+				}
+				if !deprecateEOF {
+					if err := r.writeDefsEOF(client, 0, r.defsStatus()); err != nil {
+						return res, err
+					}
+				}
+			}
+			if isEnd {
+				if err := r.finish(client, backend, p, &res, &state, deprecateEOF, kind != ResponseQuery); err != nil {
 					return res, err
 				}
 				continue
@@ -341,24 +435,94 @@ func (r *Relay) afterPrepareOK(params, columns uint64, remaining *uint64) int {
 	return stDone
 }
 
-// finishEOF handles the EOF that ends a row set: it forwards it (as an OK
-// packet with header 0xfe to CLIENT_DEPRECATE_EOF clients) and decides
-// whether more results follow.
-func (r *Relay) finishEOF(client, backend *Conn, p []byte, res *Result, state *int, deprecateEOF, single bool) error {
-	res.Warnings, res.Status = ParseEOF(p)
-	if r.OverrideTxn {
-		res.Status = r.txnStatus(res.Status)
-		setEOFStatus(p, res.Status)
+// defsStatus is the status for the EOF after column definitions that a
+// CLIENT_DEPRECATE_EOF backend does not send: the hint, with more results
+// while the expected count says so.
+func (r *Relay) defsStatus() uint16 {
+	s := r.StatusHint
+	if r.Results > 0 && r.done+1 < r.Results {
+		s |= StatusMoreResults
 	}
+	return s
+}
+
+// writeDefsEOF writes the classic EOF packet that ends definitions, for a
+// classic client of a backend that sends none.
+func (r *Relay) writeDefsEOF(client *Conn, warnings, status uint16) error {
+	// Only the session's lasting bits and what the caller predicts (more
+	// results of a CALL): a cursor and the like belong to other
+	// statements. MariaDB's no-index bits cannot be known here.
+	status &= StatusInTrans | StatusAutocommit | StatusInTransReadonly | StatusNoBackslashEscapes |
+		statusAnsiQuotes | StatusMoreResults
+	if err := client.WritePacket(AppendEOF(r.scratch[:0], warnings, status)); err != nil {
+		return &ClientError{err}
+	}
+	r.sent++
+	return nil
+}
+
+// endStatus returns warnings and status of an end-of-rows packet: a
+// classic EOF or an OK packet with header 0xfe.
+func endStatus(p []byte) (warnings, status uint16) {
+	if len(p) < 9 {
+		return ParseEOF(p)
+	}
+	ok, _ := ParseOK(p)
+	return ok.Warnings, ok.Status
+}
+
+// finish handles the packet that ends a row set (a classic EOF, or an OK
+// packet with header 0xfe from a CLIENT_DEPRECATE_EOF backend): it is
+// written in the client's form (an OK packet with header 0xfe for
+// CLIENT_DEPRECATE_EOF clients, else a classic EOF) and decides whether
+// more results follow.
+func (r *Relay) finish(client, backend *Conn, p []byte, res *Result, state *int, deprecateEOF, single bool) error {
 	n := len(p)
-	if single || res.Status&StatusMoreResults == 0 {
+	classicIn := n < 9 && r.BackendCaps&CapDeprecateEOF == 0
+	var more bool
+	if classicIn {
+		res.Warnings, res.Status = ParseEOF(p)
+		if r.OverrideTxn {
+			res.Status = r.txnStatus(res.Status)
+			setEOFStatus(p, res.Status)
+		}
+		more = res.Status&StatusMoreResults != 0
+	}
+	if single || classicIn && !more {
 		*state = stDone
 	} else {
 		*state = stFirst
 	}
-	if deprecateEOF {
-		b := r.scratch[:0]
-		b = append(b, eofHeader, 0, 0, byte(res.Status), byte(res.Status>>8), byte(res.Warnings), byte(res.Warnings>>8))
+	switch {
+	case !classicIn && deprecateEOF:
+		m, err := r.okPacket(client, backend, p, res)
+		if err != nil {
+			return err
+		}
+		more = m
+	case !classicIn:
+		// An OK packet to a classic client: an EOF with its warnings
+		// and status. Its session state is the gateway's only.
+		ok, _, st, _ := parseOK(p, r.BackendCaps)
+		r.track = append(r.track, st...)
+		r.done++
+		ok.Status = r.clientStatus(ok.Status, st)
+		if r.OverrideTxn {
+			ok.Status = r.txnStatus(ok.Status)
+		}
+		res.OK, res.Status, res.Warnings = ok, ok.Status, ok.Warnings
+		more = ok.Status&StatusMoreResults != 0
+		if _, err := backend.br.Discard(4 + n); err != nil {
+			return &BackendError{err}
+		}
+		if err := client.WritePacket(AppendEOF(r.scratch[:0], ok.Warnings, ok.Status)); err != nil {
+			return &ClientError{err}
+		}
+		r.sent++
+	case deprecateEOF:
+		// A classic EOF to a CLIENT_DEPRECATE_EOF client: an OK packet
+		// with header 0xfe.
+		b := append(r.scratch[:0], eofHeader, 0, 0, byte(res.Status), byte(res.Status>>8), byte(res.Warnings), byte(res.Warnings>>8))
 		if _, err := backend.br.Discard(4 + n); err != nil {
 			return &BackendError{err}
 		}
@@ -366,15 +530,17 @@ func (r *Relay) finishEOF(client, backend *Conn, p []byte, res *Result, state *i
 			return &ClientError{err}
 		}
 		r.sent++
-		if *state == stDone {
-			if err := client.bw.Flush(); err != nil {
-				return &ClientError{err}
-			}
+	default:
+		if err := r.forward(client, backend, n, true); err != nil {
+			return err
 		}
-		return nil
 	}
-	if err := r.forward(client, backend, n, true); err != nil {
-		return err
+	if !classicIn {
+		if single || !more {
+			*state = stDone
+		} else {
+			*state = stFirst
+		}
 	}
 	if *state == stDone {
 		if err := client.bw.Flush(); err != nil {
@@ -382,6 +548,87 @@ func (r *Relay) finishEOF(client, backend *Conn, p []byte, res *Result, state *i
 		}
 	}
 	return nil
+}
+
+// okPacket relays a whole OK packet (header 0x00, or 0xfe ending rows from
+// a CLIENT_DEPRECATE_EOF backend to a CLIENT_DEPRECATE_EOF client). Its
+// session-state entries are kept for the caller (Result.Track); the client
+// gets only those it asked for (none without CLIENT_SESSION_TRACK), and an
+// info string in its own form. The packet is copied only when it must
+// change. more reports whether more results follow.
+func (r *Relay) okPacket(client, backend *Conn, p []byte, res *Result) (more bool, err error) {
+	ok, info, st, good := parseOK(p, r.BackendCaps)
+	if !good {
+		return false, &BackendError{ErrMalformed}
+	}
+	r.track = append(r.track, st...)
+	r.done++
+	clientTrack := r.ClientCaps&CapSessionTrack != 0
+	backendTrack := r.BackendCaps&CapSessionTrack != 0
+	keep := st
+	if !clientTrack {
+		keep = nil
+	} else if len(st) > 0 && r.Trackers != nil {
+		r.kept = r.Trackers.Append(r.kept[:0], st)
+		keep = r.kept
+	}
+	status := ok.Status
+	if len(keep) == 0 {
+		status &^= StatusSessionStateChange
+	}
+	if r.OverrideTxn {
+		status = r.txnStatus(status)
+	}
+	ok.Status = status
+	res.OK, res.Status, res.Warnings = ok, ok.Status, ok.Warnings
+	n := len(p)
+	if len(keep) == len(st) && clientTrack == backendTrack {
+		// The client gets the packet as it is, but for its status.
+		setOKStatus(p, status)
+		return status&StatusMoreResults != 0, r.forward(client, backend, n, true)
+	}
+	b := append(r.scratch[:0], p[0])
+	b = appendLenEnc(b, ok.AffectedRows)
+	b = appendLenEnc(b, ok.LastInsertID)
+	b = append(b, byte(status), byte(status>>8), byte(ok.Warnings), byte(ok.Warnings>>8))
+	switch {
+	case clientTrack:
+		if len(info) > 0 || len(keep) > 0 {
+			b = appendLenEnc(b, uint64(len(info)))
+			b = append(b, info...)
+		}
+		if len(keep) > 0 {
+			b = appendLenEnc(b, uint64(len(keep)))
+			b = append(b, keep...)
+		}
+	case backendTrack:
+		// MariaDB sends the info length-encoded to every client.
+		if len(info) > 0 {
+			b = appendLenEnc(b, uint64(len(info)))
+			b = append(b, info...)
+		}
+	default:
+		b = append(b, info...) // as the backend sent it
+	}
+	r.scratch = b[:0]
+	if _, err := backend.br.Discard(4 + n); err != nil {
+		return false, &BackendError{err}
+	}
+	if err := client.WritePacket(b); err != nil {
+		return false, &ClientError{err}
+	}
+	r.sent++
+	return status&StatusMoreResults != 0, nil
+}
+
+// clientStatus clears the session-state-changed bit when the client gets
+// none of the entries st.
+func (r *Relay) clientStatus(status uint16, st []byte) uint16 {
+	if r.ClientCaps&CapSessionTrack == 0 || len(st) == 0 ||
+		r.Trackers != nil && len(r.Trackers.Append(r.kept[:0], st)) == 0 {
+		status &^= StatusSessionStateChange
+	}
+	return status
 }
 
 // forward copies the current backend packet (header already peeked, payload
@@ -454,6 +701,9 @@ func eofErr(err error) error {
 	}
 	return err
 }
+
+// statusAnsiQuotes is MariaDB's SERVER_STATUS_ANSI_QUOTES.
+const statusAnsiQuotes uint16 = 0x8000
 
 // txnMask is the status bits OverrideTxn replaces.
 const txnMask = StatusInTrans | StatusAutocommit | StatusInTransReadonly
