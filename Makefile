@@ -8,13 +8,16 @@
 #   lint   gofmt check and go vet
 #   bench  build, then sysbench direct vs through the gateway (e2e/bench); BENCH_QUICK=1 for a short run
 #   fuzz   run every fuzz target of FUZZ_PKGS for FUZZTIME (default 30s) each; prints
-#          executions and time per target; a crasher lands in <pkg>/testdata/fuzz/<Target>/
+#          executions and time per target; a crasher lands in <pkg>/testdata/fuzz/<Target>/;
+#          then the differential multiplexing fuzzer (e2e/difffuzz) for DIFFFUZZ_SCRIPTS
+#          client scripts (default 1000; 0 skips; make test runs its short pass in go test)
 #   clean  remove bin/ (stops nothing; .local/ keeps the local stack's data)
 
 GO ?= go
 TEST_TIMEOUT ?= 15m
 FUZZTIME ?= 30s
 TEST_FUZZTIME ?= 3000x
+DIFFFUZZ_SCRIPTS ?= 1000
 FUZZ_PKGS ?= ./wire ./querypath
 
 .PHONY: build run test lint clean bench fuzz
@@ -29,7 +32,7 @@ test:
 	e2e/local/deps.sh --with-sysbench
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
-	@if [ "$(TEST_FUZZTIME)" != "0" ]; then $(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME); fi
+	@if [ "$(TEST_FUZZTIME)" != "0" ]; then $(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME) DIFFFUZZ_SCRIPTS=0; fi
 
 lint:
 	@files="$$(gofmt -l .)"; \
@@ -64,7 +67,13 @@ fuzz:
 			printf '%-4s %-12s %-30s %10s execs %4ss\n' $$status $$pkg $$t "$${execs:-?}" $$(( $$(date +%s) - start )); \
 		done; \
 	done; \
-	if [ -n "$$failed" ]; then echo "fuzz: crashers in:$$failed (inputs saved under testdata/fuzz/)"; exit 1; fi
+	if [ "$(DIFFFUZZ_SCRIPTS)" != "0" ]; then \
+		start=$$(date +%s); \
+		if DIFFFUZZ_SCRIPTS=$(DIFFFUZZ_SCRIPTS) $(GO) test -count=1 -timeout 0 -run '^TestDifferential$$' -v ./e2e/difffuzz > difffuzz.log 2>&1; then status=ok; \
+		else status=FAIL; failed="$$failed e2e/difffuzz"; grep -v '^=== RUN' difffuzz.log | tail -60; fi; \
+		printf '%-4s %-12s %-30s %10s scripts %4ss (log: difffuzz.log)\n' $$status ./e2e/difffuzz TestDifferential $(DIFFFUZZ_SCRIPTS) $$(( $$(date +%s) - start )); \
+	fi; \
+	if [ -n "$$failed" ]; then echo "fuzz: failures in:$$failed (inputs saved under testdata/fuzz/; divergences in difffuzz.log)"; exit 1; fi
 
 clean:
 	rm -rf bin

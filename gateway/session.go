@@ -623,7 +623,7 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 			continue
 		}
 		conn := l.Conn()
-		if dead < maxDeadSkips && conn.PeerClosed() {
+		if dead < maxDeadSkips && idleLongerThan(l, peekAfterIdle) && conn.PeerClosed() {
 			// The server closed this idle connection (wait_timeout, a
 			// KILL, a restart): it must not take the statement. One
 			// non-blocking peek; a restart shows in discovery.
@@ -653,6 +653,22 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 		}
 		return conn, nil
 	}
+}
+
+// peekAfterIdle is how long a pooled connection must have been idle
+// before it is checked for a close by the server (one recv syscall,
+// about 0.5 µs): under load connections come back within microseconds
+// and the check is skipped; what a server closes (wait_timeout, an
+// administrator's KILL, a restart) has mostly been idle far longer. A
+// close missed here shows as a failed send (the command goes to a fresh
+// connection) or a lost connection (a read is retried, a write gets 2013).
+const peekAfterIdle = 20 * time.Millisecond
+
+// idleLongerThan reports whether l's connection has been idle longer
+// than d (a connection fresh from its dial has not).
+func idleLongerThan(l *pools.Lease[*backendConn], d time.Duration) bool {
+	since := l.IdleSince()
+	return !since.IsZero() && time.Since(since) > d
 }
 
 // maxDeadSkips bounds how many closed idle connections one statement

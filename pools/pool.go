@@ -540,6 +540,10 @@ func (l *Lease[T]) Conn() T { return l.conn }
 // CreatedAt returns when the connection was established.
 func (l *Lease[T]) CreatedAt() time.Time { return l.created }
 
+// IdleSince returns when the connection last went back to the idle queue
+// (zero for a connection never released).
+func (l *Lease[T]) IdleSince() time.Time { return l.idleSince }
+
 // Release returns the connection to the tail of the idle queue. It closes
 // the connection instead when it is past its lifetime, when the pool has
 // more connections than its size, or when the pool is closed. Release
