@@ -114,6 +114,10 @@ type Session struct {
 	// connection, where it is read back before the connection is released.
 	lastInsertID    uint64
 	insertIDPending bool
+	// insertIDSynced says the leased connection's LAST_INSERT_ID() is the
+	// session's (it was, or was replayed, before the session's statements
+	// that may change it ran there).
+	insertIDSynced bool
 	// tracked is scratch for what the server's trackers reported of the
 	// last statement; trackers is what the client is shown of them (its
 	// own session_track_* settings).
@@ -442,8 +446,12 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 		// just the previous statement's result) is never retried.
 		retryable := attempt == 0 && ss.pins&^transientPins == 0
 		conn, err := ss.backend(route, avoid, lost != nil)
-		if err == nil && !pinned {
-			err = ss.prepareUnpinned(conn, route)
+		if err == nil {
+			var sql []byte
+			if p[0] == wire.ComQuery {
+				sql = p[1:]
+			}
+			err = ss.prepareStatement(conn, route, sql, pinned)
 		}
 		if err != nil {
 			var np *noPrimaryError
@@ -557,9 +565,16 @@ func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind)
 	ss.relay.BackendCaps = conn.Caps
 	ss.relay.Trackers = ss.trackers
 	ss.relay.StatusHint = ss.status
-	if p[0] == wire.ComQuery && isCall(p[1:]) || p[0] == wire.ComStmtExecute && ss.execCall {
-		// Every result set of a procedure is followed by its final OK.
-		ss.relay.StatusHint |= wire.StatusMoreResults
+	if kind == wire.ResponseQuery {
+		if ss.status&wire.StatusAutocommit == 0 {
+			// With autocommit off a statement on tables opens a
+			// transaction (one without tables does not: a guess).
+			ss.relay.StatusHint |= wire.StatusInTrans
+		}
+		if ss.relay.Results == 0 && (p[0] == wire.ComQuery && isCall(p[1:]) || p[0] == wire.ComStmtExecute && ss.execCall) {
+			// Every result set of a procedure is followed by its final OK.
+			ss.relay.StatusHint |= wire.StatusMoreResults
+		}
 	}
 	ss.inFlight.Store(conn)
 	defer ss.inFlight.Store(nil)
@@ -633,11 +648,19 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 			continue
 		}
 		ss.lease, ss.leaseRole = l, r
-		if conn.dirty || conn.syncedState != ss.stateID {
+		if conn.dirty {
+			// Pooled connections are reset when they come back; this is
+			// a safety net.
+			if err := conn.reset(); err != nil {
+				return nil, ss.leaseFailed(conn, err)
+			}
+		}
+		if conn.syncedState != ss.stateID {
 			if err := ss.sync(conn); err != nil {
 				return nil, ss.leaseFailed(conn, err)
 			}
 		}
+		ss.insertIDSynced = conn.insertIDKnown && conn.lastInsertID == ss.lastInsertID
 		if r == roleReplica {
 			ok, err := ss.causalWait(conn, ss.cluster.conf.Load())
 			if err != nil {
@@ -690,12 +713,11 @@ func (ss *Session) leaseFailed(conn *backendConn, err error) error {
 
 // sync makes conn's session match the client session: database, session
 // variables, multi-statement option. Only what differs is sent.
+//
+// It never resets conn: a connection the session holds carries the
+// session's own state (a dirty connection from the pool is reset by the
+// caller first).
 func (ss *Session) sync(conn *backendConn) error {
-	if conn.dirty {
-		if err := conn.reset(); err != nil {
-			return err
-		}
-	}
 	if ss.namesPending {
 		ss.namesPending = false
 		names, ok, err := ss.cluster.collation(conn, ss.collation)
@@ -777,17 +799,20 @@ func copyVars(m map[string]string) map[string]string {
 	return c
 }
 
-// prepareUnpinned runs before a statement on a connection the session
-// was not pinned to: statements that read the previous statement's result
-// get LAST_INSERT_ID() replayed, and SHOW WARNINGS must not see warnings
-// another session left on the connection.
-func (ss *Session) prepareUnpinned(conn *backendConn, route querypath.Route) error {
+// prepareStatement runs before a statement on conn. One that reads
+// LAST_INSERT_ID() or may change it gets the session's value replayed on a
+// connection that holds another session's (once per lease: then the
+// connection holds the session's truth). SHOW WARNINGS on a
+// connection the session was not pinned to must not show warnings another
+// session left there.
+func (ss *Session) prepareStatement(conn *backendConn, route querypath.Route, sql []byte, pinned bool) error {
 	var stmt string
 	switch {
-	case route.ReadsLastResult && (!conn.insertIDKnown || conn.lastInsertID != ss.lastInsertID):
+	case !ss.insertIDSynced && usesInsertID(route, sql):
 		stmt = "SET @@SESSION.last_insert_id = " + strconv.FormatUint(ss.lastInsertID, 10)
 		conn.lastInsertID, conn.insertIDKnown = ss.lastInsertID, true
-	case route.Kind == querypath.KindShowWarnings:
+		ss.insertIDSynced = true
+	case !pinned && route.Kind == querypath.KindShowWarnings:
 		stmt = "DO 0"
 	default:
 		return nil
@@ -795,7 +820,10 @@ func (ss *Session) prepareUnpinned(conn *backendConn, route querypath.Route) err
 	if _, err := conn.Exec(stmt); err != nil {
 		var sqlErr *wire.SQLError
 		if errors.As(err, &sqlErr) {
-			ss.releaseLease()
+			conn.insertIDKnown = false
+			if !pinned {
+				ss.releaseLease()
+			}
 			return err
 		}
 		ss.dropLease()
@@ -819,16 +847,28 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 	if conn.tracked {
 		add, end = ss.applyServerState(conn, route, res)
 	}
-	if res.OK.LastInsertID != 0 || route.MultiStatement ||
+	switch {
+	case !(res.OK.LastInsertID != 0 || route.MultiStatement ||
 		route.Pin&querypath.PinLastResult != 0 && route.DML == querypath.DMLNone ||
-		!ok && route.Kind == querypath.KindOther {
+		!ok && route.Kind == querypath.KindOther):
+		// LAST_INSERT_ID() is as it was.
+	case ss.insertIDSynced:
 		// The statement may have changed LAST_INSERT_ID() (the OK
-		// packet's id may also be an explicit value that did not): read
-		// it back before the connection goes.
+		// packet's id may also be an explicit value that did not): the
+		// connection holds the session's value; read it back before the
+		// connection goes.
 		if res.OK.LastInsertID != 0 {
 			ss.lastInsertID = res.OK.LastInsertID
 		}
 		ss.insertIDPending = true
+		conn.insertIDKnown = false
+	case ok && (route.DML == querypath.DMLUpdate || route.DML == querypath.DMLDelete):
+		// Only LAST_INSERT_ID(expr) changes it here, and the OK packet
+		// carries its value.
+		ss.lastInsertID = res.OK.LastInsertID
+		conn.lastInsertID, conn.insertIDKnown = ss.lastInsertID, true
+		ss.insertIDSynced = true
+	default:
 		conn.insertIDKnown = false
 	}
 	if ok {
@@ -842,7 +882,7 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 		if len(route.Vars) > 0 {
 			pins |= ss.applySet(conn, route.Vars)
 		}
-		if res.Status&wire.StatusDBDropped != 0 {
+		if !conn.tracked && res.Status&wire.StatusDBDropped != 0 {
 			ss.db, conn.db = "", ""
 			ss.nextState()
 			conn.syncedState = ss.stateID
@@ -1080,6 +1120,7 @@ func (ss *Session) releaseLease() {
 		return
 	}
 	ss.lease = nil
+	ss.insertIDSynced = false
 	conn := l.Conn()
 	if conn.closed {
 		ss.insertIDPending, ss.gtidPending = false, false
@@ -1114,7 +1155,7 @@ func (ss *Session) releaseLease() {
 
 // dropLease destroys the session's connection.
 func (ss *Session) dropLease() {
-	ss.insertIDPending = false
+	ss.insertIDPending, ss.insertIDSynced = false, false
 	if ss.gtidPending {
 		// The write's GTID died with the connection: read from the
 		// primary until the next write.

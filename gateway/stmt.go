@@ -29,7 +29,11 @@ const (
 // keeps its text and prepares it on whichever backend connection serves an
 // execute, so a session with prepared statements stays multiplexed.
 type stmt struct {
-	sql     string
+	sql string
+	// db is the session's database when the client prepared it: MariaDB
+	// runs a prepared statement in that database, whatever USE came
+	// after.
+	db      string
 	route   querypath.Route
 	params  uint16
 	columns uint16
@@ -86,10 +90,22 @@ func (ss *Session) stateKey() string {
 	return key
 }
 
+// stmtKey names st on a backend connection: its text under the session
+// variables and the database it was prepared in.
+func (ss *Session) stmtKey(st *stmt) connStmtKey {
+	state := ss.stateKey()
+	if st.db != ss.db {
+		state = st.db + state[len(ss.db):]
+	}
+	return connStmtKey{state: state, sql: st.sql}
+}
+
 // backendStmt returns the id of st on conn, preparing it there first if
 // needed and closing the least recently used statement beyond the limit.
+// A statement prepared in another database than the session's current one
+// is prepared there (COM_INIT_DB before and after), as MariaDB would have.
 func (ss *Session) backendStmt(conn *backendConn, st *stmt) (uint32, error) {
-	key := connStmtKey{state: ss.stateKey(), sql: st.sql}
+	key := ss.stmtKey(st)
 	conn.useClock++
 	if cs, ok := conn.stmts[key]; ok {
 		cs.lastUse = conn.useClock
@@ -108,7 +124,24 @@ func (ss *Session) backendStmt(conn *backendConn, st *stmt) (uint32, error) {
 			return 0, err
 		}
 	}
+	switchDB := st.db != conn.db && st.db != ""
+	if switchDB {
+		if _, err := conn.SimpleCommand(append([]byte{wire.ComInitDB}, st.db...)); err != nil {
+			return 0, err
+		}
+	}
 	id, _, _, err := conn.Prepare(st.sql)
+	if switchDB {
+		if back := conn.db; back != "" && back != unknownDB {
+			if _, berr := conn.SimpleCommand(append([]byte{wire.ComInitDB}, back...)); berr != nil && err == nil {
+				err = berr
+			}
+		} else {
+			// No database to go back to with COM_INIT_DB: the next
+			// statement's sync sets the session's.
+			conn.db, conn.syncedState = st.db, 0
+		}
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -162,7 +195,7 @@ func (ss *Session) comStmtPrepare(p []byte) error {
 			}
 			route.Vars = vars
 		}
-		ss.stmts[id] = &stmt{sql: sql, route: route, params: res.Params, columns: res.Columns}
+		ss.stmts[id] = &stmt{sql: sql, db: ss.db, route: route, params: res.Params, columns: res.Columns}
 		ss.stmtBytes += len(sql)
 		if conn.stmts == nil {
 			conn.stmts = map[connStmtKey]*connStmt{}
@@ -269,8 +302,8 @@ func (ss *Session) comStmtExecute(p []byte) error {
 		pinned := ss.lease != nil
 		retryable := attempt == 0 && ss.pins&^transientPins == 0
 		conn, err := ss.backend(route, avoid, false)
-		if err == nil && !pinned {
-			err = ss.prepareUnpinned(conn, route)
+		if err == nil {
+			err = ss.prepareStatement(conn, route, unsafe.Slice(unsafe.StringData(st.sql), len(st.sql)), pinned)
 		}
 		if err != nil {
 			var np *noPrimaryError
@@ -406,7 +439,7 @@ func (ss *Session) closeCursor(st *stmt) {
 	ss.cursors--
 	if ss.lease != nil {
 		conn := ss.lease.Conn()
-		if cs, ok := conn.stmts[connStmtKey{state: ss.stateKey(), sql: st.sql}]; ok {
+		if cs, ok := conn.stmts[ss.stmtKey(st)]; ok {
 			if _, err := conn.SimpleCommand(appendStmtCmd(nil, wire.ComStmtReset, cs.id)); err != nil {
 				var e *wire.SQLError
 				if !errors.As(err, &e) {
@@ -443,7 +476,7 @@ func (ss *Session) comStmtFetch(p []byte) error {
 		return ss.writeErr(wire.NewError(1421, "HY000", "The statement (%d) has no open cursor.", id))
 	}
 	conn := ss.lease.Conn()
-	cs, ok := conn.stmts[connStmtKey{state: ss.stateKey(), sql: st.sql}]
+	cs, ok := conn.stmts[ss.stmtKey(st)]
 	if !ok {
 		return ss.writeErr(wire.NewError(1421, "HY000", "The statement (%d) has no open cursor.", id))
 	}

@@ -435,3 +435,28 @@ func (ss *Session) idleTimeout() time.Duration {
 	}
 	return time.Duration(secs * float64(time.Second))
 }
+
+// usesInsertID reports whether route (of sql) reads LAST_INSERT_ID() or
+// may change it in a way its OK packet cannot tell (an INSERT's id may be
+// an explicit value; a CALL, LOAD DATA, LAST_INSERT_ID(expr) in a SELECT
+// or a batch say nothing): it must run where the connection holds the
+// session's value. ROW_COUNT() and FOUND_ROWS() also make
+// ReadsLastResult; replaying LAST_INSERT_ID() for them would reset what
+// they read, so the text is checked for the names that read it.
+func usesInsertID(route querypath.Route, sql []byte) bool {
+	return route.ReadsLastResult && (containsFold(sql, "LAST_INSERT_ID") || containsFold(sql, "IDENTITY")) ||
+		route.MultiStatement ||
+		route.DML == querypath.DMLInsert || route.DML == querypath.DMLReplace ||
+		route.Pin&querypath.PinLastResult != 0 && route.DML == querypath.DMLNone
+}
+
+// containsFold reports whether s contains the upper-case ASCII word k in
+// any case. It does not allocate.
+func containsFold(s []byte, k string) bool {
+	for i := 0; i+len(k) <= len(s); i++ {
+		if s[i]&^0x20 == k[0] && eqFold(s[i:i+len(k)], k) {
+			return true
+		}
+	}
+	return false
+}

@@ -68,3 +68,16 @@ func readNulString(b []byte) (s []byte, n int, ok bool) {
 	}
 	return nil, 0, false
 }
+
+// ReadLenEncInt decodes the length-encoded integer at the start of b and
+// returns it with the number of bytes it took; ok is false when b is too
+// short or does not start with a length prefix. For tools (test clients)
+// that parse packets the gateway relays untouched.
+func ReadLenEncInt(b []byte) (v uint64, n int, ok bool) { return readLenEnc(b) }
+
+// ReadLenEncString returns the length-encoded string at the start of b
+// and the bytes it took.
+func ReadLenEncString(b []byte) (s []byte, n int, ok bool) { return readLenEncString(b) }
+
+// AppendLenEncInt appends v as a length-encoded integer.
+func AppendLenEncInt(b []byte, v uint64) []byte { return appendLenEnc(b, v) }

@@ -582,8 +582,10 @@ func (r *Relay) okPacket(client, backend *Conn, p []byte, res *Result) (more boo
 	ok.Status = status
 	res.OK, res.Status, res.Warnings = ok, ok.Status, ok.Warnings
 	n := len(p)
-	if len(keep) == len(st) && clientTrack == backendTrack {
-		// The client gets the packet as it is, but for its status.
+	if len(keep) == len(st) && (clientTrack == backendTrack || len(st) == 0 && backendTrack) {
+		// The client gets the packet as it is, but for its status (a
+		// MariaDB OK packet without session state is the same for every
+		// client: the info is length-encoded either way).
 		setOKStatus(p, status)
 		return status&StatusMoreResults != 0, r.forward(client, backend, n, true)
 	}
