@@ -135,6 +135,7 @@ func (ss *Session) resetState() {
 	ss.setPins(0)
 	ss.lastInsertID, ss.insertIDPending = 0, false
 	ss.trackers = ss.defaultTrackers()
+	ss.txnState, ss.txnChars = "", ""
 	ss.stmts, ss.stmtBytes, ss.cursors = map[uint32]*stmt{}, 0, 0
 	ss.tempTables, ss.sqlStmts = map[string]struct{}{}, map[string]struct{}{}
 	ss.vars = map[string]string{}

@@ -15,4 +15,17 @@
 // variables, capabilities), forward the command and relay the response
 // packets as they arrive (wire.Relay), then decide from the statement and
 // the backend's status flags whether the session stays pinned.
+//
+// Session state is what the server says it is: backend connections log in
+// with CLIENT_SESSION_TRACK and CLIENT_DEPRECATE_EOF and every session
+// tracker on (track.go), the relay hands the tracker entries of each answer
+// to the session (wire.Result.Track), and applyServerState records what is
+// replayable (variables, database) and pins for what is not (state the
+// server reports that the classifier did not see, next-transaction
+// characteristics). The classifier decides routing and adds what the
+// trackers never report (GET_LOCK, SELECT @x := ...); where the two
+// disagree the server wins and a metric counts it. LAST_INSERT_ID() is kept
+// per connection and replayed where it differs; what the client's own
+// statement closes (KILL, COMMIT RELEASE, 1153) is never taken for a
+// backend failure.
 package gateway

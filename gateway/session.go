@@ -123,6 +123,9 @@ type Session struct {
 	// own session_track_* settings).
 	tracked  serverState
 	trackers *wire.TrackFilter
+	// txnState and txnChars are the transaction state and
+	// characteristics the server last reported.
+	txnState, txnChars string
 	// execCall is set while a prepared CALL executes.
 	execCall bool
 	// lastOK tells whether the last statement relayed succeeded.
@@ -564,6 +567,7 @@ func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind)
 	ss.relay.ClientCaps = ss.caps
 	ss.relay.BackendCaps = conn.Caps
 	ss.relay.Trackers = ss.trackers
+	ss.relay.TxnState, ss.relay.TxnChars = ss.txnState, ss.txnChars
 	ss.relay.StatusHint = ss.status
 	if kind == wire.ResponseQuery {
 		if ss.status&wire.StatusAutocommit == 0 {
@@ -1060,6 +1064,9 @@ type pinView struct {
 func (ss *Session) applySet(conn *backendConn, vars []querypath.SetVar) pinSet {
 	var pins pinSet
 	for _, v := range vars {
+		if strings.HasPrefix(v.Name, "session_track_") {
+			continue // the client's trackers are the gateway's business
+		}
 		value := strings.Clone(v.Value)
 		if !v.Literal {
 			got, err := readVar(conn, v.Name)

@@ -41,15 +41,9 @@ func (c *cluster) initSession(bc *backendConn) error {
 			return
 		}
 		d.maxPacket, _ = strconv.Atoi(string(row[0]))
-		d.trackers = &wire.TrackFilter{
-			Schema:      onValue(row[1]),
-			StateChange: onValue(row[2]),
-			TxnInfo:     txnInfoLevel(string(row[4])),
-		}
-		if v := string(row[3]); v == "*" {
-			d.trackers.AllVars = true
-		} else {
-			d.trackers.Vars = wire.ParseTrackedVars(v)
+		d.trackers = &wire.TrackFilter{}
+		for i, name := range [...]string{"session_track_schema", "session_track_state_change", "session_track_system_variables", "session_track_transaction_info"} {
+			d.trackers = d.trackers.With(name, string(row[i+1]))
 		}
 	})
 	var sqlErr *wire.SQLError
@@ -76,21 +70,6 @@ func (bc *backendConn) enableTrackers() error {
 	return err
 }
 
-func onValue(v []byte) bool {
-	s := string(v)
-	return s == "1" || strings.EqualFold(s, "ON")
-}
-
-func txnInfoLevel(v string) byte {
-	switch strings.ToUpper(v) {
-	case "STATE", "1":
-		return wire.TrackTxnState
-	case "CHARACTERISTICS", "2":
-		return wire.TrackTxnCharacteristics
-	}
-	return wire.TrackTxnOff
-}
-
 // serverState is what a backend's session trackers reported for one
 // statement (all OK packets of its answer).
 type serverState struct {
@@ -100,6 +79,7 @@ type serverState struct {
 	changed     bool
 	txnChars    string
 	hasTxnChars bool
+	txnState    string
 	gtid        string
 }
 
@@ -119,6 +99,10 @@ func (st *serverState) read(entries []byte) {
 		case wire.TrackTransactionCharacteristics:
 			if s, ok := wire.TrackString(data); ok {
 				st.txnChars, st.hasTxnChars = string(s), true
+			}
+		case wire.TrackTransactionState:
+			if s, ok := wire.TrackString(data); ok {
+				st.txnState = string(s)
 			}
 		case wire.TrackSystemVariable:
 			name, value, ok := wire.TrackVariable(data)
@@ -178,6 +162,21 @@ func (ss *Session) applyServerState(conn *backendConn, route querypath.Route, re
 			conn.syncedState = ss.stateID
 		}
 	}
+	if res.Err == nil && !route.SetStatement {
+		for _, v := range route.Vars {
+			if !strings.HasPrefix(v.Name, "session_track_") {
+				continue
+			}
+			// The client's own trackers: what it is shown changes (the
+			// server does not always report it: a variable list without
+			// session_track_system_variables in it); the backend's
+			// trackers are turned on again below.
+			conn.trackersOff = true
+			if val, err := readVar(conn, v.Name); err == nil {
+				ss.trackers = ss.trackers.With(v.Name, strings.Trim(val, "'"))
+			}
+		}
+	}
 	changedVars := false
 	if !route.SetStatement {
 		names := false
@@ -188,7 +187,12 @@ func (ss *Session) applyServerState(conn *backendConn, route querypath.Route, re
 		}
 		for _, v := range st.vars {
 			if strings.HasPrefix(v.name, "session_track_") {
-				ss.clientTrackerSet(v.name, v.value)
+				// The client's own trackers change what it is shown
+				// (the relay applied that already, to this answer);
+				// the backend's are turned on again.
+				if !classifierNamed(route, v.name) {
+					ss.trackers = ss.trackers.With(v.name, v.value)
+				}
 				conn.trackersOff = true
 				continue
 			}
@@ -221,6 +225,12 @@ func (ss *Session) applyServerState(conn *backendConn, route querypath.Route, re
 		// keeps this connection until it ends.
 		add |= pinServerState
 		m.disagreement(disagreeStateChange)
+	}
+	if st.txnState != "" {
+		ss.txnState = st.txnState
+	}
+	if st.hasTxnChars {
+		ss.txnChars = st.txnChars
 	}
 	inTxn := res.Status&wire.StatusInTrans != 0
 	if st.hasTxnChars {
@@ -257,27 +267,6 @@ func classifierNamed(route querypath.Route, name string) bool {
 		}
 	}
 	return false
-}
-
-// clientTrackerSet follows the client's own SET of a session_track_*
-// variable: it changes what the client is shown, never the backend's
-// trackers (which the gateway turns on again).
-func (ss *Session) clientTrackerSet(name, value string) {
-	f := *ss.trackers
-	switch name {
-	case "session_track_schema":
-		f.Schema = onValue([]byte(value))
-	case "session_track_state_change":
-		f.StateChange = onValue([]byte(value))
-	case "session_track_transaction_info":
-		f.TxnInfo = txnInfoLevel(value)
-	case "session_track_system_variables":
-		f.AllVars, f.Vars = value == "*", nil
-		if !f.AllVars {
-			f.Vars = wire.ParseTrackedVars(value)
-		}
-	}
-	ss.trackers = &f
 }
 
 // defaultTrackers is what a new client session is shown of session

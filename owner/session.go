@@ -22,7 +22,7 @@ const serverVersion = "10.11.0-directgate-owner"
 // ownerCaps are the capabilities the owner offers: the gateway's, without
 // CLIENT_DEPRECATE_EOF (results use classic EOF packets, as gateways
 // expect from a backend), multi-statements and LOCAL INFILE.
-const ownerCaps = wire.ServerCaps &^ (wire.CapDeprecateEOF | wire.CapMultiStatements | wire.CapLocalFiles)
+const ownerCaps = wire.ServerCaps &^ (wire.CapDeprecateEOF | wire.CapMultiStatements | wire.CapLocalFiles | wire.CapSessionTrack)
 
 const (
 	// handshakeTimeout bounds the time a client gets to log in.

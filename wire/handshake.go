@@ -17,7 +17,7 @@ const ServerCaps = CapLongPassword | CapFoundRows | CapLongFlag | CapConnectWith
 	CapNoSchema | CapLocalFiles | CapIgnoreSpace | CapProtocol41 | CapInteractive |
 	CapIgnoreSigpipe | CapTransactions | CapSecureConnection | CapMultiStatements |
 	CapMultiResults | CapPSMultiResults | CapPluginAuth | CapConnectAttrs |
-	CapPluginAuthLenenc | CapDeprecateEOF
+	CapPluginAuthLenenc | CapDeprecateEOF | CapSessionTrack
 
 // Greeting is the server's initial handshake packet (protocol version 10).
 type Greeting struct {

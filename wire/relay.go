@@ -89,6 +89,10 @@ type Relay struct {
 	// client receives (what MariaDB would send it with its own
 	// session_track_* settings); nil passes every entry.
 	Trackers *TrackFilter
+	// TxnState and TxnChars are the session's transaction state (eight
+	// characters) and characteristics as last reported, for a client that
+	// turns session_track_transaction_info on: MariaDB reports them at once.
+	TxnState, TxnChars string
 	// Cursor is set for a COM_STMT_EXECUTE that asked for a cursor: only
 	// then does the cursor-exists status bit after the column definitions
 	// mean that no rows follow. (MariaDB also sets that bit on result sets
@@ -569,7 +573,15 @@ func (r *Relay) okPacket(client, backend *Conn, p []byte, res *Result) (more boo
 	if !clientTrack {
 		keep = nil
 	} else if len(st) > 0 && r.Trackers != nil {
+		before := r.Trackers
+		r.Trackers = r.Trackers.Updated(st)
 		r.kept = r.Trackers.Append(r.kept[:0], st)
+		if r.Trackers.TxnInfo > before.TxnInfo {
+			// The client just turned the transaction tracker on:
+			// MariaDB reports the current state (and characteristics)
+			// at once, state first.
+			r.kept = r.txnEntries(r.kept, st)
+		}
 		keep = r.kept
 	}
 	status := ok.Status
@@ -621,6 +633,43 @@ func (r *Relay) okPacket(client, backend *Conn, p []byte, res *Result) (more boo
 	}
 	r.sent++
 	return status&StatusMoreResults != 0, nil
+}
+
+// txnEntries replaces the transaction entries of kept (a copy of some of
+// st) with the current state and, at the characteristics level, the
+// characteristics: from st when the backend reported them, else the
+// session's last.
+func (r *Relay) txnEntries(kept, st []byte) []byte {
+	state, chars := r.TxnState, r.TxnChars
+	if state == "" {
+		state = "________"
+	}
+	EachTrack(st, func(typ byte, data []byte) {
+		if s, ok := TrackString(data); ok {
+			switch typ {
+			case TrackTransactionState:
+				state = string(s)
+			case TrackTransactionCharacteristics:
+				chars = string(s)
+			}
+		}
+	})
+	out := kept[:0]
+	for rest := kept; len(rest) > 0; {
+		_, n, ok := readLenEncString(rest[1:])
+		if !ok {
+			break
+		}
+		if t := rest[0]; t != TrackTransactionState && t != TrackTransactionCharacteristics {
+			out = append(out, rest[:1+n]...)
+		}
+		rest = rest[1+n:]
+	}
+	out = appendTrack(out, TrackTransactionState, state)
+	if r.Trackers.TxnInfo >= TrackTxnCharacteristics {
+		out = appendTrack(out, TrackTransactionCharacteristics, chars)
+	}
+	return out
 }
 
 // clientStatus clears the session-state-changed bit when the client gets

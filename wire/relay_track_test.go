@@ -252,3 +252,43 @@ func FuzzRelayTracked(f *testing.F) {
 		EachTrack(res.Track, func(byte, []byte) {})
 	})
 }
+
+// A statement that changes the client's own trackers is shown with its
+// new settings, as MariaDB applies them to the statement's own OK packet;
+// turning the transaction tracker on reports the current state at once.
+func TestRelayClientTrackerChange(t *testing.T) {
+	caps := CapProtocol41 | CapDeprecateEOF | CapSessionTrack
+	on := trackEntry(TrackSystemVariable, "session_track_state_change", "ON")
+	changed := trackEntry(TrackStateChange, "1")
+	r := &Relay{ClientCaps: caps, Trackers: DefaultTrackFilter()}
+	ps, _ := relayTracked(t, r, ResponseQuery, packets(1, okTracked(0, 0, StatusAutocommit, "", append(append([]byte(nil), on...), changed...))))
+	if !bytes.Equal(ps[0], okTracked(0, 0, StatusAutocommit, "", changed)) {
+		t.Fatalf("got %q", ps[0])
+	}
+	if !r.Trackers.StateChange {
+		t.Fatal("the relay's filter did not follow the change")
+	}
+	txn := trackEntry(TrackSystemVariable, "session_track_transaction_info", "CHARACTERISTICS")
+	chars := trackEntry(TrackTransactionCharacteristics, "")
+	r = &Relay{ClientCaps: caps, Trackers: &TrackFilter{StateChange: true}, TxnState: "________"}
+	in := append(append(append([]byte(nil), txn...), changed...), chars...)
+	ps, _ = relayTracked(t, r, ResponseQuery, packets(1, okTracked(0, 0, StatusAutocommit, "", in)))
+	want := append(append(append([]byte(nil), changed...), trackEntry(TrackTransactionState, "________")...), chars...)
+	if !bytes.Equal(ps[0], okTracked(0, 0, StatusAutocommit, "", want)) {
+		t.Fatalf("got %q\nwant %q", ps[0], okTracked(0, 0, StatusAutocommit, "", want))
+	}
+}
+
+func TestTrackFilterWith(t *testing.T) {
+	f := DefaultTrackFilter()
+	if g := f.With("sql_mode", "ANSI"); g != f {
+		t.Fatal("another variable changed the filter")
+	}
+	g := f.With("session_track_system_variables", "sql_mode, Time_Zone").With("session_track_schema", "OFF").With("session_track_transaction_info", "STATE")
+	if g.Schema || g.AllVars || len(g.Vars) != 2 || g.Vars[1] != "time_zone" || g.TxnInfo != TrackTxnState {
+		t.Fatalf("%+v", g)
+	}
+	if !f.Schema {
+		t.Fatal("With changed the original")
+	}
+}

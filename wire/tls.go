@@ -44,6 +44,7 @@ func (c *Conn) startTLS(wrap func(net.Conn) *tls.Conn) (*tls.Conn, error) {
 	}
 	tc := wrap(raw)
 	c.nc = tc
+	c.peek = nil
 	c.br.Reset(tc)
 	c.bw.Reset(tc)
 	if err := tc.Handshake(); err != nil {

@@ -103,6 +103,21 @@ func TrackVariable(data []byte) (name, value []byte, ok bool) {
 	return name, value, ok
 }
 
+// hasTrack reports whether entries hold an entry of type typ.
+func hasTrack(entries []byte, typ byte) bool {
+	found := false
+	EachTrack(entries, func(t byte, _ []byte) { found = found || t == typ })
+	return found
+}
+
+// appendTrack appends an entry of type typ whose data is the one
+// length-encoded string s.
+func appendTrack(b []byte, typ byte, s string) []byte {
+	b = append(b, typ)
+	b = appendLenEnc(b, uint64(len(s))+uint64(len(appendLenEnc(nil, uint64(len(s))))))
+	return appendLenEncString(b, s)
+}
+
 // Transaction-info tracking levels (session_track_transaction_info).
 const (
 	TrackTxnOff byte = iota
@@ -143,6 +158,60 @@ func ParseTrackedVars(v string) []string {
 		}
 	}
 	return names
+}
+
+// With returns the filter after the client set its session_track_*
+// variable name (lower case) to value; f itself when name is another
+// variable.
+func (f *TrackFilter) With(name, value string) *TrackFilter {
+	g := *f
+	switch name {
+	case "session_track_schema":
+		g.Schema = onValue(value)
+	case "session_track_state_change":
+		g.StateChange = onValue(value)
+	case "session_track_transaction_info":
+		g.TxnInfo = TxnInfoLevel(value)
+	case "session_track_system_variables":
+		g.AllVars, g.Vars = value == "*", nil
+		if !g.AllVars {
+			g.Vars = ParseTrackedVars(value)
+		}
+	default:
+		return f
+	}
+	return &g
+}
+
+// Updated returns the filter after the session_track_* changes among
+// entries (a statement's own changes apply to its own OK packet, as in
+// MariaDB); f itself when there are none.
+func (f *TrackFilter) Updated(entries []byte) *TrackFilter {
+	g := f
+	EachTrack(entries, func(typ byte, data []byte) {
+		if typ != TrackSystemVariable {
+			return
+		}
+		name, value, ok := TrackVariable(data)
+		if ok && len(name) > len("session_track_") && strings.EqualFold(string(name[:len("session_track_")]), "session_track_") {
+			g = g.With(strings.ToLower(string(name)), string(value))
+		}
+	})
+	return g
+}
+
+// onValue reads an ON/OFF variable value.
+func onValue(v string) bool { return v == "1" || strings.EqualFold(v, "ON") }
+
+// TxnInfoLevel reads a session_track_transaction_info value.
+func TxnInfoLevel(v string) byte {
+	switch strings.ToUpper(v) {
+	case "STATE", "1":
+		return TrackTxnState
+	case "CHARACTERISTICS", "2":
+		return TrackTxnCharacteristics
+	}
+	return TrackTxnOff
 }
 
 // keeps reports whether the filter passes an entry.
