@@ -33,7 +33,11 @@ func TestClientSessionTrackers(t *testing.T) {
 		q("SET session_track_schema = OFF")
 		q("USE e2e")
 		q("SET session_track_system_variables = 'sql_mode,time_zone'")
-		q("SET time_zone = SYSTEM, sql_mode = 'TRADITIONAL'")
+		// One variable a statement: MariaDB orders several variables of one
+		// OK packet by its tracker's internal hash, which differs between
+		// a variable list and '*' (what backend connections track).
+		q("SET time_zone = SYSTEM")
+		q("SET sql_mode = 'TRADITIONAL'")
 		q("SELECT @@sql_mode")
 		return out
 	}

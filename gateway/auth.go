@@ -127,6 +127,7 @@ func (ss *Session) connectDB(db string) error {
 	if db == "" {
 		return nil
 	}
+	ss.now = time.Now()
 	if _, err := ss.backend(querypath.Route{Kind: querypath.KindRead}, "", false); err != nil {
 		ss.db, ss.target = prev, prevTarget
 		ss.nextState()

@@ -130,6 +130,9 @@ type Session struct {
 	execCall bool
 	// lastOK tells whether the last statement relayed succeeded.
 	lastOK bool
+	// now is when the current statement arrived (read once, for its
+	// metrics), for the idle check of a pooled connection.
+	now time.Time
 
 	busy atomic.Bool
 	// pinView publishes the sticky pins and their backend.
@@ -438,6 +441,7 @@ func (ss *Session) useTarget(db string, t target) error {
 func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) error {
 	sp := startStatement()
 	defer ss.srv.metrics.endStatement(&sp)
+	ss.now = sp.start
 	avoid := ""
 	// held is the read-only error of a write being retried, lost the
 	// failure of a read being retried: what the client gets when the retry
@@ -642,7 +646,7 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 			continue
 		}
 		conn := l.Conn()
-		if dead < maxDeadSkips && idleLongerThan(l, peekAfterIdle) && conn.PeerClosed() {
+		if dead < maxDeadSkips && idleLongerThan(l, ss.now, peekAfterIdle) && conn.PeerClosed() {
 			// The server closed this idle connection (wait_timeout, a
 			// KILL, a restart): it must not take the statement. One
 			// non-blocking peek; a restart shows in discovery.
@@ -691,11 +695,13 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 // connection) or a lost connection (a read is retried, a write gets 2013).
 const peekAfterIdle = 20 * time.Millisecond
 
-// idleLongerThan reports whether l's connection has been idle longer
-// than d (a connection fresh from its dial has not).
-func idleLongerThan(l *pools.Lease[*backendConn], d time.Duration) bool {
+// idleLongerThan reports whether l's connection had been idle longer than
+// d at now, the statement's arrival (a clock read costs as much as the
+// rest of routing on some machines: the statement's own is reused). A
+// connection fresh from its dial has not been idle.
+func idleLongerThan(l *pools.Lease[*backendConn], now time.Time, d time.Duration) bool {
 	since := l.IdleSince()
-	return !since.IsZero() && time.Since(since) > d
+	return !since.IsZero() && now.Sub(since) > d
 }
 
 // maxDeadSkips bounds how many closed idle connections one statement

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sort"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/directgate/directgate/querypath"
@@ -173,6 +174,7 @@ func (ss *Session) comStmtPrepare(p []byte) error {
 	}
 	// Prepared where the statement will run: a read may be prepared on a
 	// replica (the metadata is the same).
+	ss.now = time.Now()
 	conn, err := ss.backend(route, "", false)
 	if err != nil {
 		return ss.writeErr(toClientError(err))
@@ -296,6 +298,7 @@ func (ss *Session) comStmtExecute(p []byte) error {
 	}
 	sp := startStatement()
 	defer ss.srv.metrics.endStatement(&sp)
+	ss.now = sp.start
 	avoid := ""
 	var held *wire.SQLError
 	for attempt := 0; ; attempt++ {

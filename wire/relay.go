@@ -123,9 +123,11 @@ type Relay struct {
 	// one holding the client's transaction (the owner process).
 	OverrideTxn bool
 	TxnStatus   uint16
-	// scratch holds packets the relay builds itself; track and kept the
-	// session-state entries of a response and of one rewritten packet.
-	scratch []byte
+	// scratch holds the small packets the relay builds itself, okBuf a
+	// rewritten OK packet; track and kept the session-state entries of a
+	// response and of one rewritten packet. All are reused across Runs.
+	scratch [16]byte
+	okBuf   []byte
 	track   []byte
 	kept    []byte
 	// sent counts packets written to the client in this Run; done the
@@ -601,7 +603,7 @@ func (r *Relay) okPacket(client, backend *Conn, p []byte, res *Result) (more boo
 		setOKStatus(p, status)
 		return status&StatusMoreResults != 0, r.forward(client, backend, n, true)
 	}
-	b := append(r.scratch[:0], p[0])
+	b := append(r.okBuf[:0], p[0])
 	b = appendLenEnc(b, ok.AffectedRows)
 	b = appendLenEnc(b, ok.LastInsertID)
 	b = append(b, byte(status), byte(status>>8), byte(ok.Warnings), byte(ok.Warnings>>8))
@@ -624,7 +626,7 @@ func (r *Relay) okPacket(client, backend *Conn, p []byte, res *Result) (more boo
 	default:
 		b = append(b, info...) // as the backend sent it
 	}
-	r.scratch = b[:0]
+	r.okBuf = b[:0]
 	if _, err := backend.br.Discard(4 + n); err != nil {
 		return false, &BackendError{err}
 	}

@@ -117,6 +117,9 @@ type RoundResult struct {
 	Divergences []Divergence
 	// Direct and Gateway are how long each phase ran.
 	Direct, Gateway time.Duration
+	// Disagreements are the gateway's classifier disagreements
+	// (directgate_classifier_disagreements_total) by kind.
+	Disagreements map[string]float64
 	// direct and gateway are what each client saw, as r.Scripts.
 	direct, gateway []clientRun
 }
@@ -212,6 +215,7 @@ func (e *Env) runRound(ctx context.Context, r *Round, selfCheck bool, cache dire
 			return nil, fmt.Errorf("start gateway: %w", err)
 		}
 		second = e.runPhase(ctx, r, target{name: "gateway", addr: gw.addr(), user: appUser, password: appPassword})
+		res.Disagreements = gw.disagreements()
 		if err := gw.stop(); err != nil {
 			return nil, fmt.Errorf("stop gateway: %w", err)
 		}

@@ -185,6 +185,34 @@ clusters:
 
 func (g *runningGateway) addr() string { return g.srv.Addr().String() }
 
+// disagreements reads the gateway's classifier disagreement counters by
+// kind: where its statement classifier and MariaDB's session trackers
+// told different stories.
+func (g *runningGateway) disagreements() map[string]float64 {
+	out := map[string]float64{}
+	reg := g.srv.Registry()
+	if reg == nil {
+		return out
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return out
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "directgate_classifier_disagreements_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "kind" {
+					out[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}
+
 // stop shuts the gateway down and waits for Serve to return.
 func (g *runningGateway) stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -62,6 +62,8 @@ type Report struct {
 	Findings        []*Finding
 	// Errors are rounds that could not run.
 	Errors []error
+	// Disagreements sums the gateways' classifier disagreements by kind.
+	Disagreements map[string]float64
 }
 
 // Run generates and runs rounds until opts.Scripts scripts ran, then
@@ -110,6 +112,12 @@ func Run(ctx context.Context, e *Env, o Options) *Report {
 		}
 		rep.Scripts += len(r.Scripts)
 		rep.Statements += r.Statements()
+		for k, v := range res.Disagreements {
+			if rep.Disagreements == nil {
+				rep.Disagreements = map[string]float64{}
+			}
+			rep.Disagreements[k] += v
+		}
 		var tags []string
 		for _, d := range res.Divergences {
 			tags = append(tags, d.Tag)
@@ -149,9 +157,18 @@ func (rep *Report) Summary() string {
 	if rep.Took > 0 {
 		rate = float64(rep.Scripts) / rep.Took.Seconds()
 	}
-	return fmt.Sprintf("seed %d: %d rounds, %d scripts, %d statements in %v (%.1f scripts/s), shrinking %v; %d distinct divergences, %d rounds failed to run",
+	kinds := make([]string, 0, len(rep.Disagreements))
+	for k := range rep.Disagreements {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	var dis []string
+	for _, k := range kinds {
+		dis = append(dis, fmt.Sprintf("%s=%.0f", k, rep.Disagreements[k]))
+	}
+	return fmt.Sprintf("seed %d: %d rounds, %d scripts, %d statements in %v (%.1f scripts/s), shrinking %v; %d distinct divergences, %d rounds failed to run; classifier disagreements: %s",
 		rep.Seed, rep.Rounds, rep.Scripts, rep.Statements, rep.Took.Round(time.Millisecond), rate,
-		rep.Shrinking.Round(time.Millisecond), len(rep.Findings), len(rep.Errors))
+		rep.Shrinking.Round(time.Millisecond), len(rep.Findings), len(rep.Errors), strings.Join(dis, " "))
 }
 
 // String is the summary and every finding with its shrunk round.
