@@ -917,6 +917,12 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 		}
 		pins = pins&^end | add
 	} else {
+		if res.Status != 0 {
+			// A batch failed part way: the server's status is that of
+			// the last result before the error (sql_mode's status bits
+			// may have changed).
+			ss.status = res.Status &^ wire.StatusMoreResults
+		}
 		// SHOW WARNINGS, SHOW ERRORS and GET DIAGNOSTICS right after an
 		// error report it.
 		pins |= pinWarnings

@@ -161,7 +161,9 @@ func walkFeatures(node sqlparser.SQLNode, f *features) {
 			case sqlparser.GetLock:
 				f.pin |= PinLock
 				f.sideEffect = true
-			case sqlparser.ReleaseLock, sqlparser.ReleaseAllLocks:
+			case sqlparser.ReleaseLock:
+				f.sideEffect = true // other locks may be held
+			case sqlparser.ReleaseAllLocks:
 				f.unpin |= PinLock
 				f.sideEffect = true
 			}

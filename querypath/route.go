@@ -110,7 +110,8 @@ const (
 	// Ended by Unpin when the gateway's own count says every temporary table
 	// is gone: see Route.CreatedTemp, Route.Dropped and Route.Renames.
 	PinTempTable
-	// PinLock: GET_LOCK(). Ended by RELEASE_LOCK() / RELEASE_ALL_LOCKS().
+	// PinLock: GET_LOCK(). Ended by RELEASE_ALL_LOCKS() (not by
+	// RELEASE_LOCK(name): other locks may be held).
 	PinLock
 	// PinLockTables: LOCK TABLE(S), FLUSH TABLES ... WITH READ LOCK, FLUSH
 	// TABLES ... FOR EXPORT. Ended by UNLOCK TABLES.
@@ -186,7 +187,7 @@ type Route struct {
 	// Unpin holds the reasons this statement may end, if it succeeds:
 	// DROP [TEMPORARY] TABLE -> PinTempTable (a plain DROP TABLE may drop a
 	// temporary table too; the gateway keeps the pin unless its own counters
-	// prove every temporary table gone), RELEASE_LOCK()/RELEASE_ALL_LOCKS() ->
+	// prove every temporary table gone), RELEASE_ALL_LOCKS() ->
 	// PinLock, UNLOCK TABLES -> PinLockTables, DEALLOCATE/DROP PREPARE ->
 	// PinPrepare, a FOUND_ROWS() read -> PinFoundRows.
 	Unpin Pin

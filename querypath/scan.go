@@ -207,7 +207,8 @@ func funcFeature(f *features, name string) bool {
 		}
 	case 12:
 		if kwEq(name, "RELEASE_LOCK") {
-			f.unpin |= PinLock
+			// Not an unpin: the session may hold other locks, whose
+			// names the classifier does not follow.
 			f.sideEffect = true
 		}
 	case 14:
