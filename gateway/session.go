@@ -783,9 +783,14 @@ func varsDiff(have, want map[string]string) string {
 		setItem(&b, name, value)
 	}
 	// "names" first: it sets the character set later values are read in.
-	if v, ok := want["names"]; ok && have["names"] != v {
+	// A SET CHARACTER SET to undo is undone by SET NAMES too: its DEFAULT
+	// would be the server's character set, not the connection's.
+	_, hadCS := have["character set"]
+	_, wantCS := want["character set"]
+	undoCS := hadCS && !wantCS
+	if v, ok := want["names"]; ok && (have["names"] != v || undoCS) {
 		add("names", v)
-	} else if _, had := have["names"]; had && !ok {
+	} else if _, had := have["names"]; (had || undoCS) && !ok {
 		add("names", resetValue("names"))
 	}
 	for name, v := range want {
@@ -794,7 +799,7 @@ func varsDiff(have, want map[string]string) string {
 		}
 	}
 	for name := range have {
-		if _, ok := want[name]; !ok && name != "names" {
+		if _, ok := want[name]; !ok && name != "names" && name != "character set" {
 			add(name, resetValue(name))
 		}
 	}

@@ -243,10 +243,10 @@ func (ss *Session) applyServerState(conn *backendConn, route querypath.Route, re
 			end |= pinNextTxn
 		}
 	} else if route.NextTxn && res.Err == nil {
-		if conn.tracked {
-			m.disagreement(disagreeNextTxn)
-		}
-		add |= pinNextTxn // the classifier alone says so: believe it
+		// The classifier expected next-transaction characteristics the
+		// server did not report (MariaDB's SET tx_isolation without a
+		// scope is a session variable): the server wins.
+		m.disagreement(disagreeNextTxn)
 	}
 	if conn.trackersOff {
 		if err := conn.enableTrackers(); err != nil {
