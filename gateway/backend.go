@@ -51,9 +51,8 @@ type backendConn struct {
 	user, password string
 	key            poolKey
 	// tracked is set when the server reports session state changes in
-	// its OK packets (see initSession); trackersOff when a client's SET
-	// turned them off and they must be turned on again.
-	tracked, trackersOff bool
+	// its OK packets (see initSession).
+	tracked bool
 	// lastInsertID is the connection's LAST_INSERT_ID() when
 	// insertIDKnown; a statement that may have changed it makes it
 	// unknown until it is read back.
@@ -583,7 +582,6 @@ func (bc *backendConn) forgetSession(db string) {
 	bc.dirty = false
 	bc.syncedState = 0
 	bc.lastInsertID, bc.insertIDKnown = 0, true
-	bc.trackersOff = false
 }
 
 // changeUserNoDB logs the connection in again without a default database,

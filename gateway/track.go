@@ -147,6 +147,7 @@ func (ss *Session) applyServerState(conn *backendConn, route querypath.Route, re
 	st := &ss.tracked
 	st.read(res.Track)
 	m := ss.srv.metrics
+	trackersOff := false // the client set a session_track_* variable
 	if st.gtid != "" && validGTID(st.gtid) && ss.leaseRole == rolePrimary {
 		ss.lastGTID, ss.gtidSeenOn = st.gtid, nil
 		ss.gtidPending = false
@@ -171,7 +172,7 @@ func (ss *Session) applyServerState(conn *backendConn, route querypath.Route, re
 			// server does not always report it: a variable list without
 			// session_track_system_variables in it); the backend's
 			// trackers are turned on again below.
-			conn.trackersOff = true
+			trackersOff = true
 			if val, err := readVar(conn, v.Name); err == nil {
 				ss.trackers = ss.trackers.With(v.Name, strings.Trim(val, "'"))
 			}
@@ -193,7 +194,7 @@ func (ss *Session) applyServerState(conn *backendConn, route querypath.Route, re
 				if !classifierNamed(route, v.name) {
 					ss.trackers = ss.trackers.With(v.name, v.value)
 				}
-				conn.trackersOff = true
+				trackersOff = true
 				continue
 			}
 			if names && charsetVars[v.name] || classifierNamed(route, v.name) {
@@ -248,11 +249,11 @@ func (ss *Session) applyServerState(conn *backendConn, route querypath.Route, re
 		// scope is a session variable): the server wins.
 		m.disagreement(disagreeNextTxn)
 	}
-	if conn.trackersOff {
+	if trackersOff {
+		// The client's SET of a session_track_* variable reached the
+		// backend connection too.
 		if err := conn.enableTrackers(); err != nil {
 			conn.dirty = true
-		} else {
-			conn.trackersOff = false
 		}
 	}
 	return add, end
