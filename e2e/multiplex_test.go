@@ -1046,3 +1046,122 @@ func TestDeadPooledConnectionRetried(t *testing.T) {
 		})
 	}
 }
+
+// TestMultiplexDiagnostics: ROW_COUNT(), FOUND_ROWS(), SHOW WARNINGS,
+// SHOW ERRORS and @@warning_count read the previous statement of the
+// session, as on MariaDB, however long the client waits and whatever other
+// sessions run meanwhile on the pooled connection it used. Before, they
+// read whichever connection served the read once the 50 ms hold was over.
+func TestMultiplexDiagnostics(t *testing.T) {
+	srv := startMplxGateway(t, "mplx-diag", 2, 1<<20)
+	mustExec(t, direct(t), "DROP TABLE IF EXISTS mplx_diag",
+		"CREATE TABLE mplx_diag (id INT AUTO_INCREMENT PRIMARY KEY, n INT)",
+		"INSERT INTO mplx_diag (n) VALUES (1), (2), (3), (4), (5)")
+	ctx := context.Background()
+	// Each case runs its statements, then (after a pause longer than the
+	// hold, while two other sessions leave other diagnostics on every
+	// pooled connection) its read.
+	cases := []struct {
+		name  string
+		stmts []string
+		read  string
+		want  string // "" compares with MariaDB only
+	}{
+		{"row count of an update", []string{"UPDATE mplx_diag SET n = n + 1 WHERE id <= 3"}, "SELECT ROW_COUNT()", "3"},
+		{"row count of a select", []string{"SELECT * FROM mplx_diag"}, "SELECT ROW_COUNT() AS rc", "-1"},
+		{"found rows of a select", []string{"SELECT * FROM mplx_diag WHERE id > 1"}, "SELECT FOUND_ROWS()", "4"},
+		{"found rows after a write", []string{"SELECT * FROM mplx_diag WHERE id > 2", "UPDATE mplx_diag SET n = n WHERE id = 1"}, "SELECT FOUND_ROWS()", "3"},
+		{"SQL_CALC_FOUND_ROWS", []string{"SELECT SQL_CALC_FOUND_ROWS * FROM mplx_diag LIMIT 1"}, "SELECT FOUND_ROWS()", "5"},
+		{"warnings", []string{"SELECT 1/0, CAST('x' AS SIGNED)"}, "SHOW WARNINGS", ""},
+		{"warning count", []string{"SELECT 1/0"}, "SELECT @@warning_count, @@error_count", "1|0"},
+		{"an error", []string{"SELECT nosuch FROM mplx_diag"}, "SHOW ERRORS", ""},
+		{"count of errors", []string{"SELECT nosuch FROM mplx_diag"}, "SHOW COUNT(*) ERRORS", "1"},
+		{"kept by a statement without tables", []string{"SELECT 1/0", "SET @mplx = 1"}, "SHOW WARNINGS", "Warning|1365|Division by 0"},
+		{"emptied by a statement with tables", []string{"SELECT 1/0", "SELECT COUNT(*) FROM mplx_diag"}, "SHOW WARNINGS", ""},
+		{"limit", []string{"SELECT 1/0, 2/0, 3/0"}, "SHOW WARNINGS LIMIT 1, 1", "Warning|1365|Division by 0"},
+	}
+	results := map[string][]string{}
+	for _, tg := range []target{directTarget(), gatewayTarget(srv)} {
+		db := tg.open(t, nil)
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ws []*sql.Conn
+		for range 2 {
+			w, err := db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ws = append(ws, w)
+		}
+		for _, c := range cases {
+			for _, s := range c.stmts {
+				rows, err := conn.QueryContext(ctx, s)
+				if err == nil {
+					for rows.Next() {
+					}
+					err = rows.Err()
+					rows.Close()
+				}
+				if err != nil && !strings.Contains(s, "nosuch") {
+					t.Fatalf("%s: %s: %s: %v", tg.name, c.name, s, err)
+				}
+			}
+			start := time.Now()
+			for _, noise := range []string{"SELECT 7/0, CAST('noise' AS SIGNED)", "SELECT * FROM mplx_diag LIMIT 2"} {
+				if err := onEveryConn(ws, noise); err != nil {
+					t.Fatalf("%s: another session: %v", tg.name, err)
+				}
+			}
+			time.Sleep(120*time.Millisecond - time.Since(start))
+			got, err := queryRowsText(ctx, conn, c.read)
+			if err != nil {
+				t.Fatalf("%s: %s: %s: %v", tg.name, c.name, c.read, err)
+			}
+			results[c.name] = append(results[c.name], got)
+			if c.want != "" && got != c.want {
+				t.Errorf("%s: %s: %s = %q, want %q", tg.name, c.name, c.read, got, c.want)
+			}
+		}
+		for _, w := range ws {
+			w.Close()
+		}
+		conn.Close()
+	}
+	for _, c := range cases {
+		if r := results[c.name]; len(r) == 2 && r[0] != r[1] {
+			t.Errorf("%s: %s: MariaDB %q, gateway %q", c.name, c.read, r[0], r[1])
+		}
+	}
+}
+
+// queryRowsText runs q and returns its rows as "a|b|c" lines.
+func queryRowsText(ctx context.Context, conn *sql.Conn, q string) (string, error) {
+	rows, err := conn.QueryContext(ctx, q)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return "", err
+	}
+	var lines []string
+	for rows.Next() {
+		vals := make([]sql.RawBytes, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return "", err
+		}
+		parts := make([]string, len(vals))
+		for i, v := range vals {
+			parts[i] = string(v)
+		}
+		lines = append(lines, strings.Join(parts, "|"))
+	}
+	return strings.Join(lines, "\n"), rows.Err()
+}

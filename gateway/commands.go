@@ -134,6 +134,7 @@ func parseChangeUser(p []byte, caps uint32) (changeUserRequest, error) {
 func (ss *Session) resetState() {
 	ss.setPins(0)
 	ss.lastInsertID, ss.insertIDPending = 0, false
+	ss.diag.fresh()
 	ss.trackers = ss.defaultTrackers()
 	ss.txnState, ss.txnChars = "", ""
 	ss.stmts, ss.stmtBytes, ss.cursors = map[uint32]*stmt{}, 0, 0

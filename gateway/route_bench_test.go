@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/healthcheck"
@@ -96,7 +97,8 @@ func BenchmarkRouteStatementReplicas(b *testing.B) { benchRoute(b, 2) }
 
 func benchRoute(b *testing.B, replicas int) {
 	ss := benchSession(b, replicas)
-	res := wire.Result{Status: wire.StatusAutocommit}
+	read := wire.Result{Status: wire.StatusAutocommit, HadResultSet: true, Rows: 1}
+	write := wire.Result{Status: wire.StatusAutocommit, OK: wire.OK{AffectedRows: 1}}
 	queries := []string{
 		"SELECT c FROM sbtest1 WHERE id=5042",
 		"UPDATE sbtest3 SET k=k+1 WHERE id=5000",
@@ -108,12 +110,17 @@ func benchRoute(b *testing.B, replicas int) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		route := ss.srv.classifier.Classify(queries[i%len(queries)])
+		q := queries[i%len(queries)]
+		route := ss.srv.classifier.Classify(q)
 		conn, err := ss.backend(route, "", false)
 		if err != nil {
 			b.Fatal(err)
 		}
-		ss.afterStatement(conn, route, res)
+		res := read
+		if route.DML != querypath.DMLNone {
+			res = write
+		}
+		ss.afterStatement(conn, route, res, unsafe.Slice(unsafe.StringData(q), len(q)))
 		if ss.lease != nil { // a write holds its connection for one statement
 			ss.setPins(0)
 			ss.releaseLease()

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
 )
 
@@ -42,7 +43,11 @@ func TestRoutingDecisions(t *testing.T) {
 			t.Fatal(err)
 		}
 		be := conn.be
-		ss.afterStatement(conn, route, wire.Result{Status: ss.status})
+		res := wire.Result{Status: ss.status}
+		if querypath.ResultDiag(sql).FoundRowsAreRows {
+			res.HadResultSet = true // what a SELECT answers
+		}
+		ss.afterStatement(conn, route, res, []byte(sql))
 		conn.dirty = false // these connections do no I/O: no reset
 		ss.setPins(0)
 		ss.releaseLease()

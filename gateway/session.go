@@ -130,6 +130,9 @@ type Session struct {
 	execCall bool
 	// lastOK tells whether the last statement relayed succeeded.
 	lastOK bool
+	// diag is what the previous statement left for ROW_COUNT(),
+	// FOUND_ROWS() and SHOW WARNINGS.
+	diag diagnostics
 	// now is when the current statement arrived (read once, for its
 	// metrics), for the idle check of a pooled connection.
 	now time.Time
@@ -396,6 +399,9 @@ func (ss *Session) comQuery(p []byte) error {
 	if handled, err := ss.runLocal(route); handled {
 		return err
 	}
+	if handled, err := ss.answerDiag(sql, route); handled {
+		return err
+	}
 	switch or, ai := ss.routeOwner(route); or {
 	case ownerForward:
 		return ss.forwardOwner(p)
@@ -485,7 +491,11 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 			}
 		}
 		if err == nil {
-			return ss.afterStatement(conn, route, res)
+			var sql []byte
+			if p[0] == wire.ComQuery {
+				sql = p[1:]
+			}
+			return ss.afterStatement(conn, route, res, sql)
 		}
 		var ce *wire.ClientError
 		if errors.As(err, &ce) {
@@ -817,18 +827,21 @@ func copyVars(m map[string]string) map[string]string {
 // prepareStatement runs before a statement on conn. One that reads
 // LAST_INSERT_ID() or may change it gets the session's value replayed on a
 // connection that holds another session's (once per lease: then the
-// connection holds the session's truth). SHOW WARNINGS on a
-// connection the session was not pinned to must not show warnings another
-// session left there.
+// connection holds the session's truth).
 func (ss *Session) prepareStatement(conn *backendConn, route querypath.Route, sql []byte, pinned bool) error {
 	var stmt string
 	switch {
 	case !ss.insertIDSynced && usesInsertID(route, sql):
+		if pinned {
+			// The SET would replace what the previous statement left.
+			if err := ss.captureDiag(conn); err != nil {
+				ss.dropLease()
+				return backendLost(conn.addr, err)
+			}
+		}
 		stmt = "SET @@SESSION.last_insert_id = " + strconv.FormatUint(ss.lastInsertID, 10)
 		conn.lastInsertID, conn.insertIDKnown = ss.lastInsertID, true
 		ss.insertIDSynced = true
-	case !pinned && route.Kind == querypath.KindShowWarnings:
-		stmt = "DO 0"
 	default:
 		return nil
 	}
@@ -853,9 +866,14 @@ func (ss *Session) prepareStatement(conn *backendConn, route querypath.Route, sq
 // what they do not report. A non-nil error ends the session: the server
 // closed its connection after the answer (COMMIT RELEASE, an error such as
 // 1927 or 1153), as MariaDB then closes the client's.
-func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res wire.Result) error {
+//
+// sql is the statement's text (nil for a command other than a query or an
+// execute), for what it left in ROW_COUNT(), FOUND_ROWS() and SHOW
+// WARNINGS.
+func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res wire.Result, sql []byte) error {
 	ok := res.Err == nil
 	ss.lastOK = ok
+	ss.diag.afterStatement(sql, route, res)
 	// The previous statement's transient state has now been read or is gone.
 	pins := ss.pins &^ transientPins
 	var add, end pinSet
@@ -1148,6 +1166,12 @@ func (ss *Session) releaseLease() {
 	conn := l.Conn()
 	if conn.closed {
 		ss.insertIDPending, ss.gtidPending = false, false
+		ss.diag.lost()
+		l.Destroy()
+		return
+	}
+	if err := ss.captureDiag(conn); err != nil {
+		ss.insertIDPending, ss.gtidPending = false, false
 		l.Destroy()
 		return
 	}
@@ -1180,6 +1204,7 @@ func (ss *Session) releaseLease() {
 // dropLease destroys the session's connection.
 func (ss *Session) dropLease() {
 	ss.insertIDPending, ss.insertIDSynced = false, false
+	ss.diag.lost()
 	if ss.gtidPending {
 		// The write's GTID died with the connection: read from the
 		// primary until the next write.

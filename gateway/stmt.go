@@ -363,7 +363,7 @@ func (ss *Session) comStmtExecute(p []byte) error {
 			ss.cursors++
 			ss.setPins(ss.pins | pinCursor)
 		}
-		return ss.afterStatement(conn, route, res)
+		return ss.afterStatement(conn, route, res, unsafe.Slice(unsafe.StringData(st.sql), len(st.sql)))
 	}
 }
 

@@ -55,10 +55,14 @@ type Result struct {
 	Packets int
 	// Prepare holds the statement id, columns and params of a
 	// COM_STMT_PREPARE answer.
-	StmtID        uint32
-	Columns       uint16
-	Params        uint16
-	HadResultSet  bool
+	StmtID       uint32
+	Columns      uint16
+	Params       uint16
+	HadResultSet bool
+	// Rows counts the rows of the last result set of the response (a
+	// result set starts the count again), as FOUND_ROWS() counts a plain
+	// SELECT's.
+	Rows          uint64
 	LocalInfileRq bool
 	// Held is set when Err was kept from the client (Relay.HoldReadOnly).
 	Held bool
@@ -318,6 +322,7 @@ func (r *Relay) Run(client, backend *Conn, kind ResponseKind) (res Result, err e
 					return res, &BackendError{ErrMalformed}
 				}
 				res.HadResultSet = true
+				res.Rows = 0
 				remaining = cnt
 				state = stColumns
 			default:
@@ -417,6 +422,7 @@ func (r *Relay) Run(client, backend *Conn, kind ResponseKind) (res Result, err e
 				}
 				continue
 			}
+			res.Rows++
 		}
 		if err := r.forward(client, backend, n, whole); err != nil {
 			return res, err

@@ -86,6 +86,10 @@ type Column struct {
 	// Decimals is the number of decimals of numbers and fractional
 	// seconds: 0x1f for floating point without a fixed scale.
 	Decimals byte
+	// Computed sends the original table and column names empty, whatever
+	// OrgTable and OrgName say, as MariaDB does for an expression such as
+	// SELECT ROW_COUNT().
+	Computed bool
 }
 
 // AppendColumnCount appends the first packet of a result set: the number
@@ -100,6 +104,9 @@ func AppendColumnDef(b []byte, c Column) []byte {
 	}
 	if orgName == "" {
 		orgName = c.Name
+	}
+	if c.Computed {
+		orgTable, orgName = "", ""
 	}
 	b = appendLenEncString(b, "def")
 	b = appendLenEncString(b, c.Schema)
@@ -212,6 +219,25 @@ func (w *ResultWriter) Columns(cols []Column) error {
 	for _, c := range cols {
 		w.buf = AppendColumnDef(w.buf[:0], c)
 		if err := w.Conn.WritePacket(w.buf); err != nil {
+			return err
+		}
+	}
+	if w.Caps&CapDeprecateEOF != 0 {
+		return nil
+	}
+	w.buf = AppendEOF(w.buf[:0], 0, w.Status)
+	return w.Conn.WritePacket(w.buf)
+}
+
+// RawColumns is Columns for definitions that are already packet payloads
+// (as a server sent them).
+func (w *ResultWriter) RawColumns(defs [][]byte) error {
+	w.buf = AppendColumnCount(w.buf[:0], uint64(len(defs)))
+	if err := w.Conn.WritePacket(w.buf); err != nil {
+		return err
+	}
+	for _, d := range defs {
+		if err := w.Conn.WritePacket(d); err != nil {
 			return err
 		}
 	}

@@ -95,7 +95,7 @@ func compare(r *Round, direct, gw []clientRun) []Divergence {
 	for i, s := range r.Scripts {
 		var d *Divergence
 		for j, st := range s.Steps {
-			if st.HoldOnly || sameRecords(direct[i].steps[j], gw[i].steps[j]) {
+			if sameRecords(direct[i].steps[j], gw[i].steps[j]) {
 				continue
 			}
 			if d != nil {

@@ -58,7 +58,6 @@ func TestDifferential(t *testing.T) {
 		Gen: GenOptions{
 			Clients: envInt(t, "DIFFFUZZ_CLIENTS", 8),
 			Kill:    os.Getenv("DIFFFUZZ_KILL") == "1",
-			Strict:  os.Getenv("DIFFFUZZ_STRICT") == "1",
 		},
 		Shrink: ShrinkOptions{
 			MaxTime: envDuration(t, "DIFFFUZZ_SHRINK_TIME", 15*time.Second),

@@ -37,9 +37,6 @@
 //	DIFFFUZZ_SHRINK      divergences to shrink, most frequent first (default 6; 0: none)
 //	DIFFFUZZ_SHRINK_TIME time limit of each shrink (default 15s)
 //	DIFFFUZZ_KILL=1      add the KILL QUERY rule (off by default, see below)
-//	DIFFFUZZ_STRICT=1    also compare reads of the previous statement's
-//	                     ROW_COUNT(), FOUND_ROWS() and warnings that the
-//	                     gateway does not promise (see Step.HoldOnly)
 //	DIFFFUZZ_SELFCHECK=1 run the direct phase twice instead: checks that the
 //	                     fuzzer itself is deterministic (must never diverge)
 //	DIFFFUZZ_DUMP=1      log every step of every round with both results

@@ -21,9 +21,6 @@ type GenOptions struct {
 	// Kill enables the KILL QUERY rule (see StepKill). False leaves it
 	// out.
 	Kill bool
-	// Strict compares every step, also those outside the gateway's
-	// contract (see Step.HoldOnly).
-	Strict bool
 }
 
 func (o GenOptions) withDefaults() GenOptions {
@@ -437,33 +434,34 @@ func (g *gen) autoInc() {
 }
 
 func (g *gen) rowCount() {
-	g.add("dml", StepQuery, g.dml())
-	g.readsPrevious(g.add("row-count", StepQuery, "SELECT ROW_COUNT()"), true)
+	switch g.r.IntN(4) {
+	case 0:
+		g.add("row-count-source", StepQuery, g.pick("SELECT * FROM t ORDER BY id", "SET @rc = 1", "SELECT nosuch FROM t", "DO 0"))
+	default:
+		g.add("dml", StepQuery, g.dml())
+	}
+	g.readsPrevious(g.add("row-count", StepQuery, g.pick("SELECT ROW_COUNT()", "select row_count() AS rc", "SELECT ROW_COUNT(), FOUND_ROWS()")))
 }
 
 func (g *gen) foundRows() {
-	calc := g.r.IntN(2) == 0
-	if calc {
+	switch g.r.IntN(3) {
+	case 0:
 		g.add("found-rows", StepQuery, "SELECT SQL_CALC_FOUND_ROWS * FROM t ORDER BY id LIMIT 1")
-	} else {
+	case 1:
+		g.add("found-rows", StepQuery, g.pick("SELECT * FROM t ORDER BY id", "SELECT id FROM t ORDER BY id LIMIT 2", "SHOW TABLES"))
+	default:
 		g.add("found-rows", StepQuery, "SELECT * FROM t ORDER BY id")
+		// Statements that keep FOUND_ROWS() and those that set it.
+		g.add("found-rows-between", StepQuery, g.pick("SET @fr = 2", "UPDATE t SET n = n + 1 WHERE id = 1", "INSERT INTO t (v, n) SELECT v, n FROM t WHERE id = 1", "SELECT 1"))
 	}
-	st := g.add("found-rows", StepQuery, "SELECT FOUND_ROWS()")
-	if calc {
-		st.Pause = g.somePause() // SQL_CALC_FOUND_ROWS pins: always exact
-	} else {
-		g.readsPrevious(st, false)
-	}
+	g.readsPrevious(g.add("found-rows", StepQuery, g.pick("SELECT FOUND_ROWS()", "SELECT FOUND_ROWS() fr")))
 }
 
 // readsPrevious gives st, a step that reads the previous statement's
-// ROW_COUNT(), FOUND_ROWS() or warnings, a pause, and marks it HoldOnly
-// when the gateway does not promise that result: after a pause longer
-// than its hold, or when the previous statement is not held at all (held
-// is false: a plain read).
-func (g *gen) readsPrevious(st *Step, held bool) {
+// ROW_COUNT(), FOUND_ROWS() or warnings, a pause: often longer than the
+// gateway's hold, so that the value must come from the session's own copy.
+func (g *gen) readsPrevious(st *Step) {
 	st.Pause = g.somePause()
-	st.HoldOnly = !g.opts.Strict && (!held || st.Pause > time.Millisecond)
 }
 
 func (g *gen) begin() string {
@@ -499,14 +497,19 @@ func (g *gen) txn() {
 }
 
 func (g *gen) warnings() {
-	g.add("warning", StepQuery, g.pick("SELECT 1/0", "SELECT CAST('abc' AS SIGNED)", "INSERT INTO t (v, n) VALUES ('w', '12abc')", "SELECT 'a' + 1"))
-	st := g.add("show-warnings", StepQuery, g.pick("SHOW WARNINGS", "SELECT @@warning_count", "SHOW COUNT(*) WARNINGS"))
-	g.readsPrevious(st, true)
+	g.add("warning", StepQuery, g.pick("SELECT 1/0", "SELECT CAST('abc' AS SIGNED)", "INSERT INTO t (v, n) VALUES ('w', '12abc')", "SELECT 'a' + 1",
+		"SELECT nosuch FROM t", "SELEC 1", "SELECT 1/0, CAST('x' AS SIGNED), 'b' + 1"))
 	if g.r.IntN(3) == 0 {
-		// Read again: held only if the first read was and this one
-		// comes quickly too.
-		again := g.add("show-warnings", StepQuery, "SHOW WARNINGS")
-		again.HoldOnly = st.HoldOnly || !g.opts.Strict && again.Pause > time.Millisecond
+		// A statement without tables keeps the list; one with tables
+		// empties it.
+		g.add("warning-between", StepQuery, g.pick("SET @w = 1", "SELECT 2", "DO 1", "SELECT COUNT(*) FROM t"))
+	}
+	st := g.add("show-warnings", StepQuery, g.pick("SHOW WARNINGS", "SELECT @@warning_count", "SHOW COUNT(*) WARNINGS",
+		"SHOW ERRORS", "SHOW COUNT(*) ERRORS", "SELECT @@warning_count, @@error_count", "SHOW WARNINGS LIMIT 1", "SHOW WARNINGS LIMIT 1, 1"))
+	g.readsPrevious(st)
+	if g.r.IntN(3) == 0 {
+		// Read again: SHOW WARNINGS does not empty the list.
+		g.readsPrevious(g.add("show-warnings", StepQuery, "SHOW WARNINGS"))
 	}
 }
 

@@ -30,14 +30,63 @@ const killWait = 5 * time.Second
 
 // runPhase runs every script of r at once against t and returns what each
 // client saw, in the order of r.Scripts.
+//
+// Through the gateway, a noise client runs alongside: statements that
+// change what a connection holds for ROW_COUNT(), FOUND_ROWS(), SHOW
+// WARNINGS and LAST_INSERT_ID(), as fast as the pool lets it. Any value
+// the gateway takes from a connection instead of from the session then
+// shows as a divergence.
 func (e *Env) runPhase(ctx context.Context, r *Round, t target) []clientRun {
 	runs := make([]clientRun, len(r.Scripts))
 	var wg sync.WaitGroup
 	for i := range r.Scripts {
 		wg.Go(func() { runs[i] = e.runClient(ctx, t, &r.Scripts[i]) })
 	}
+	stop := make(chan struct{})
+	var noise sync.WaitGroup
+	if t.name == "gateway" {
+		noise.Go(func() { runNoise(ctx, t, stop) })
+	}
 	wg.Wait()
+	close(stop)
+	noise.Wait()
 	return runs
+}
+
+// noiseStatements leave different diagnostics on a connection from what
+// any script's statements leave.
+var noiseStatements = []string{
+	"SELECT 7/0, 'noise', CAST('noise' AS SIGNED)",
+	"SELECT LAST_INSERT_ID(987654)",
+	"DO 0",
+	"SELECT 1 UNION SELECT 2 UNION SELECT 3 UNION SELECT 4 UNION SELECT 5",
+}
+
+// runNoise runs noiseStatements over t until stop closes, at most
+// noiseMax statements.
+func runNoise(ctx context.Context, t target, stop <-chan struct{}) {
+	const noiseMax = 100_000
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	rc, err := dialRaw(dctx, dialConfig{addr: t.addr, user: t.user, password: t.password, caps: wire.CapDeprecateEOF})
+	cancel()
+	if err != nil {
+		return
+	}
+	defer rc.quit()
+
+	for i := 0; i < noiseMax; i++ {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Millisecond):
+		}
+		if _, err := rc.query(noiseStatements[i%len(noiseStatements)]); err != nil {
+			return
+		}
+
+	}
 }
 
 // clientState is a client's connections during a phase.

@@ -91,13 +91,6 @@ type Step struct {
 	// Tag names the grammar rule that made the step; divergences are
 	// grouped by it.
 	Tag string
-	// HoldOnly marks a read of the previous statement's ROW_COUNT(),
-	// FOUND_ROWS() or warnings that the gateway does not promise: it keeps
-	// the previous statement's connection for the next one only briefly
-	// (50 ms) and only after a write, SQL_CALC_FOUND_ROWS or warnings;
-	// these values cannot be replayed on another connection. Such a step
-	// runs but is not compared (GenOptions.Strict compares it too).
-	HoldOnly bool
 }
 
 func (s Step) String() string {
@@ -132,9 +125,6 @@ func (s Step) String() string {
 		fmt.Fprintf(&b, "%s [KILL QUERY from a second connection]", s.SQL)
 	default:
 		fmt.Fprintf(&b, "%v %s", s.Kind, s.SQL)
-	}
-	if s.HoldOnly {
-		b.WriteString(" (not compared: outside the hold)")
 	}
 	return b.String()
 }
