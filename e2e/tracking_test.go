@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -47,5 +48,38 @@ func TestClientSessionTrackers(t *testing.T) {
 			runs[i] = script(newRawSession(t, tg, caps))
 		}
 		compareRecorded(t, fmt.Sprintf("caps %#x", caps), runs[0], runs[1])
+	}
+}
+
+// TestStatusAfterFailedImplicitCommit: a statement that commits
+// implicitly and then fails (DROP TABLE of a missing table) ends the
+// transaction on MariaDB although it answers with an error, which carries
+// no status. The status the gateway answers with itself afterwards
+// (COM_PING, COM_SET_OPTION) said the transaction was still open.
+func TestStatusAfterFailedImplicitCommit(t *testing.T) {
+	ctx := context.Background()
+	mustExec(t, direct(t), "CREATE TABLE IF NOT EXISTS trk_implicit (id INT PRIMARY KEY)")
+	for _, tg := range targets() {
+		bc, err := wire.Dial(ctx, tg.addr, wire.DialOptions{User: tg.user, Password: tg.pass})
+		if err != nil {
+			t.Fatalf("%s: %v", tg.name, err)
+		}
+		for _, q := range []string{"USE " + testDB, "START TRANSACTION", "INSERT INTO trk_implicit VALUES (1) ON DUPLICATE KEY UPDATE id = id"} {
+			if _, err := bc.Exec(q); err != nil {
+				t.Fatalf("%s: %s: %v", tg.name, q, err)
+			}
+		}
+		if _, err := bc.Exec("DROP TABLE trk_no_such_table"); err == nil {
+			t.Fatalf("%s: DROP TABLE of a missing table succeeded", tg.name)
+		}
+		bc.ResetSeq()
+		ok, err := bc.SimpleCommand([]byte{wire.ComPing})
+		if err != nil {
+			t.Fatalf("%s: COM_PING: %v", tg.name, err)
+		}
+		if ok.Status&wire.StatusInTrans != 0 {
+			t.Errorf("%s: COM_PING after the failed DROP TABLE: status %#x has IN_TRANS; the DROP committed", tg.name, ok.Status)
+		}
+		bc.Close()
 	}
 }

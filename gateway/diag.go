@@ -379,3 +379,23 @@ func showWarningsDefs(conn *backendConn) ([][]byte, error) {
 	}
 	return defs, nil
 }
+
+// inTransaction asks conn whether a transaction is open, keeping what the
+// previous statement left for the session first (the query would replace
+// FOUND_ROWS()). A non-nil error is a broken connection.
+func (ss *Session) inTransaction(conn *backendConn) (bool, error) {
+	if err := ss.captureDiag(conn); err != nil {
+		return false, err
+	}
+	var v []byte
+	err := conn.QueryRows("SELECT @@in_transaction", func(row [][]byte) {
+		if len(row) == 1 {
+			v = append(v[:0], row[0]...)
+		}
+	})
+	var sqlErr *wire.SQLError
+	if errors.As(err, &sqlErr) {
+		return true, nil
+	}
+	return string(v) == "1", err
+}

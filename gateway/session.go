@@ -958,6 +958,22 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 			}
 		}
 		pins |= add
+		if route.ImplicitCommit && ss.status&wire.StatusInTrans != 0 && !conn.closed && !closesConnection(res.Err.Code) {
+			// The statement may have committed the transaction before
+			// it failed (DROP TABLE of a missing table does): ask.
+			in, err := ss.inTransaction(conn)
+			if err != nil {
+				ss.log.Warn("backend connection lost", "backend", conn.addr, "error", err)
+				conn.be.broke()
+				ss.dropLease()
+				ss.lostBackendState()
+				return errors.New("backend connection holding session state was lost")
+			}
+			if !in {
+				ss.status &^= wire.StatusInTrans | wire.StatusInTransReadonly
+				pins &^= pinTxn
+			}
+		}
 	}
 	ss.setPins(pins)
 	if ss.pins&stickyPins != 0 {
