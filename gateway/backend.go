@@ -62,6 +62,10 @@ type backendConn struct {
 	// answer (an error such as 1153 or 1927, COMMIT RELEASE): it is
 	// destroyed, and that is no backend failure.
 	closed bool
+	// discard is set when the connection must be closed rather than
+	// reset when its session lets it go: it ran XA statements (see
+	// querypath.PinXA).
+	discard bool
 }
 
 // killPool returns the pool whose connections log in as bc's account,
@@ -571,6 +575,36 @@ func (bc *backendConn) reset() error {
 	}
 	bc.forgetSession(unknownDB)
 	return bc.enableTrackers()
+}
+
+// shortWaitTimeout is the wait_timeout (seconds) below which a session's
+// value is taken back before its connection returns to the pool: idle
+// there, the server would close it. A longer one is left for the next
+// session's sync, which sets what that session wants.
+const shortWaitTimeout = 600
+
+// relaxTimeouts puts a short wait_timeout a session set back to the
+// server's default, so that the server does not close the connection while
+// it waits in the pool. A non-nil error is a broken connection.
+func (bc *backendConn) relaxTimeouts() error {
+	v, ok := bc.vars["wait_timeout"]
+	if !ok {
+		return nil
+	}
+	if n, err := strconv.ParseFloat(v, 64); err == nil && n >= shortWaitTimeout {
+		return nil
+	}
+	if _, err := bc.Exec("SET SESSION wait_timeout = DEFAULT"); err != nil {
+		var sqlErr *wire.SQLError
+		if errors.As(err, &sqlErr) {
+			bc.dirty = true // reset next time
+			return nil
+		}
+		return err
+	}
+	delete(bc.vars, "wait_timeout")
+	bc.syncedState = 0
+	return nil
 }
 
 // forgetSession records that the connection's session is fresh again

@@ -37,7 +37,7 @@ const transientPins = pinSet(querypath.TransientPins) | pinWarnings
 // stickyPins leave state on the backend connection that the gateway cannot
 // see: the connection is reset before another session gets it.
 const stickyPins = pinSet(querypath.PinUserVar|querypath.PinTempTable|querypath.PinLock|
-	querypath.PinLockTables|querypath.PinPrepare|querypath.PinFoundRows|querypath.PinUnreplayable) |
+	querypath.PinLockTables|querypath.PinPrepare|querypath.PinFoundRows|querypath.PinUnreplayable|querypath.PinXA) |
 	pinNextTxn | pinServerState
 
 // pinName names a single reason, as counted in PinStats.
@@ -87,7 +87,7 @@ func (s *pinStats) add(added pinSet) {
 // snapshot returns the counts by reason name.
 func (s *pinStats) snapshot() map[string]int64 {
 	m := map[string]int64{}
-	for i := range 8 {
+	for i := range bits.Len32(uint32(querypath.PinXA)) {
 		m[pinName(1<<i)] = s.counts[i].Load()
 	}
 	for _, b := range []pinSet{pinTxn, pinCursor, pinWarnings, pinNextTxn, pinServerState} {
@@ -105,6 +105,6 @@ func (s *Server) SessionStats() (sessions, pinnedByState int64) {
 
 // PinStats returns how many times a session got pinned to its backend
 // connection, by reason: transaction, user_var, temp_table, lock,
-// lock_tables, prepare, found_rows, last_result, unreplayable, cursor,
-// warnings.
+// lock_tables, prepare, found_rows, last_result, unreplayable, xa,
+// cursor, warnings, next_transaction, server_state.
 func (s *Server) PinStats() map[string]int64 { return s.pinStats.snapshot() }

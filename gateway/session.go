@@ -666,17 +666,27 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 			continue
 		}
 		ss.lease, ss.leaseRole = l, r
+		err = nil
 		if conn.dirty {
 			// Pooled connections are reset when they come back; this is
 			// a safety net.
-			if err := conn.reset(); err != nil {
-				return nil, ss.leaseFailed(conn, err)
-			}
+			err = conn.reset()
 		}
-		if conn.syncedState != ss.stateID {
-			if err := ss.sync(conn); err != nil {
-				return nil, ss.leaseFailed(conn, err)
+		if err == nil && conn.syncedState != ss.stateID {
+			err = ss.sync(conn)
+		}
+		if err != nil {
+			var sqlErr *wire.SQLError
+			if !errors.As(err, &sqlErr) && dead < maxDeadSkips {
+				// The connection broke while being brought in line with
+				// the session: nothing of the client's ran, so another
+				// connection serves.
+				dead++
+				ss.dropLease()
+				attempt--
+				continue
 			}
+			return nil, ss.leaseFailed(conn, err)
 		}
 		ss.insertIDSynced = conn.insertIDKnown && conn.lastInsertID == ss.lastInsertID
 		if r == roleReplica {
@@ -979,6 +989,9 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 	if ss.pins&stickyPins != 0 {
 		conn.dirty = true
 	}
+	if route.Pin&querypath.PinXA != 0 {
+		conn.discard = true
+	}
 	if conn.closed || !ok && closesConnection(res.Err.Code) || ok && route.Release && !route.MultiStatement {
 		// The server closed the connection after this answer, because
 		// of the client's own statement: not a backend failure. MariaDB
@@ -1180,7 +1193,7 @@ func (ss *Session) releaseLease() {
 	ss.lease = nil
 	ss.insertIDSynced = false
 	conn := l.Conn()
-	if conn.closed {
+	if conn.closed || conn.discard {
 		ss.insertIDPending, ss.gtidPending = false, false
 		ss.diag.lost()
 		l.Destroy()
@@ -1213,6 +1226,9 @@ func (ss *Session) releaseLease() {
 			l.Destroy()
 			return
 		}
+	} else if err := conn.relaxTimeouts(); err != nil {
+		l.Destroy()
+		return
 	}
 	l.Release()
 }

@@ -177,7 +177,7 @@ func (c *Classifier) fast(st *stmt, depth int) (r Route, ok bool) {
 		}
 		if kwEq(w, "XA") {
 			r = st.base()
-			r.Pin |= PinUnreplayable
+			r.Pin |= PinUnreplayable | PinXA
 			return r, true
 		}
 	case 3:
@@ -707,7 +707,9 @@ func (c *Classifier) unparsed(st *stmt, depth int) Route {
 		// reasons (or PinUnreplayable when its text was not a literal).
 	case kwEq(w, "PREPARE"):
 		r.Pin |= PinPrepare | PinUnreplayable
-	case kwEq(w, "DEALLOCATE"), kwEq(w, "SET"), kwEq(w, "HANDLER"), kwEq(w, "XA"),
+	case kwEq(w, "XA"):
+		r.Pin |= PinUnreplayable | PinXA
+	case kwEq(w, "DEALLOCATE"), kwEq(w, "SET"), kwEq(w, "HANDLER"),
 		kwEq(w, "BEGIN"), kwEq(w, "RESET"), kwEq(w, "BINLOG"):
 		r.Pin |= PinUnreplayable
 	case kwEq(w, "ALTER"):

@@ -201,9 +201,9 @@ var classifyCases = []struct {
 	{"RELEASE SAVEPOINT a", Route{}},
 	{"BEGIN WORK foo", Route{}},
 	{"START SLAVE", Route{ImplicitCommit: true}},
-	{"XA START 'x'", Route{Pin: PinUnreplayable}},
-	{"XA END 'x'", Route{Pin: PinUnreplayable}},
-	{"XA COMMIT 'x' ONE PHASE", Route{Pin: PinUnreplayable}},
+	{"XA START 'x'", Route{Pin: PinUnreplayable | PinXA}},
+	{"XA END 'x'", Route{Pin: PinUnreplayable | PinXA}},
+	{"XA COMMIT 'x' ONE PHASE", Route{Pin: PinUnreplayable | PinXA}},
 	{"BEGIN NOT ATOMIC SELECT 1; END", Route{Pin: PinUnreplayable}},
 	{"BEGIN NOT ATOMIC DECLARE x INT; IF x THEN SELECT 1; END IF; SET @y = x; END", Route{Pin: PinUnreplayable | PinUserVar}},
 

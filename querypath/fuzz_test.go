@@ -29,7 +29,7 @@ func FuzzClassify(f *testing.F) {
 		if r.Pin&r.Unpin != 0 {
 			t.Fatalf("pin %s and unpin %s overlap", r.Pin, r.Unpin)
 		}
-		if (r.Pin|r.Unpin)&^(PinUnreplayable<<1-1) != 0 {
+		if (r.Pin|r.Unpin)&^(PinXA<<1-1) != 0 {
 			t.Fatalf("unknown pin bits %s / %s", r.Pin, r.Unpin)
 		}
 		if r.Vars != nil && r.Kind != KindSet && !r.MultiStatement {

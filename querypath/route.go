@@ -138,6 +138,13 @@ const (
 	// give (see Route.CreatedTemp and Route.Renames); unparseable statements
 	// whose leading keywords suggest session state. Ends with the session.
 	PinUnreplayable
+	// PinXA: an XA statement. MariaDB keeps XA state per connection, and a
+	// connection that ran one must be closed, never reset: on MariaDB 10.11
+	// COM_RESET_CONNECTION after XA PREPARE leaves the prepared transaction
+	// holding its locks after its XA ROLLBACK, while a disconnect leaves
+	// it recoverable. Always comes with PinUnreplayable; ends with the
+	// session, whose connection is then closed.
+	PinXA
 )
 
 // TransientPins are the reasons that last for one statement only: the gateway
@@ -146,7 +153,7 @@ const TransientPins = PinLastResult
 
 var pinNames = [...]string{
 	"user_var", "temp_table", "lock", "lock_tables", "prepare", "found_rows",
-	"last_result", "unreplayable",
+	"last_result", "unreplayable", "xa",
 }
 
 // String lists the reasons separated by '|', such as "user_var|lock", or

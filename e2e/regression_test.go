@@ -1,0 +1,203 @@
+package e2e
+
+// Regression tests for defects found by running a database regression
+// suite through the gateway: each left a pooled connection unusable or
+// wrong for the next client, or answered differently from MariaDB.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// TestXAConnectionIsClosedNotReset: a client prepares an XA transaction
+// and disconnects. The gateway used to reset its backend connection with
+// COM_RESET_CONNECTION; on MariaDB 10.11 the prepared transaction then kept
+// its row locks after XA ROLLBACK from another connection, and every later
+// DROP TABLE of its table waited for a lock timeout. A connection that ran
+// XA is closed instead, which leaves the prepared transaction recoverable,
+// as a client's own disconnect does.
+func TestXAConnectionIsClosedNotReset(t *testing.T) {
+	srv := startMplxGateway(t, "rg-xa", 2, 1<<20)
+	mustExec(t, direct(t), "DROP TABLE IF EXISTS rg_xa", "CREATE TABLE rg_xa (id INT PRIMARY KEY) ENGINE=InnoDB")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := gatewayTarget(srv).open(t, nil)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"XA START 'rg_xa_1'", "INSERT INTO rg_xa VALUES (1)", "XA END 'rg_xa_1'", "XA PREPARE 'rg_xa_1'"} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	conn.Close()
+	db.Close()
+
+	root := rootDB(t)
+	rc, err := root.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	// The XID becomes visible to other connections once the gateway has
+	// let go of the client's connection.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := rc.ExecContext(ctx, "XA ROLLBACK 'rg_xa_1'")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("XA ROLLBACK of the prepared transaction: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var left int
+	if err := rc.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_rows_locked > 0 AND trx_mysql_thread_id = 0").Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Errorf("after XA ROLLBACK, %d detached transaction(s) still hold row locks", left)
+	}
+	// With the locks gone, DROP TABLE does not wait (a wait would end
+	// in error 1205 after one second).
+	mustExecConn(t, ctx, rc, "SET SESSION lock_wait_timeout = 1", "DROP TABLE "+testDB+".rg_xa")
+}
+
+// mustExecConn runs statements on one connection and fails the test on
+// error.
+func mustExecConn(t *testing.T, ctx context.Context, c *sql.Conn, stmts ...string) {
+	t.Helper()
+	for _, s := range stmts {
+		if _, err := c.ExecContext(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+// TestCallWithOpenCursor: MariaDB sets the cursor-exists status bit on
+// the column definitions of a text-protocol CALL result while the
+// procedure has a cursor open; the rows still follow. The relay took the
+// bit for a cursor of COM_STMT_EXECUTE and stopped: the client waited
+// forever and the rows stayed on the pooled connection for the next
+// client.
+func TestCallWithOpenCursor(t *testing.T) {
+	mustExec(t, direct(t), "DROP TABLE IF EXISTS rg_cur_t", "DROP PROCEDURE IF EXISTS rg_cur",
+		"CREATE TABLE rg_cur_t (id INT PRIMARY KEY)", "INSERT INTO rg_cur_t VALUES (1), (2), (3)",
+		`CREATE PROCEDURE rg_cur() BEGIN
+			DECLARE v INT;
+			DECLARE c CURSOR FOR SELECT id FROM rg_cur_t ORDER BY id;
+			OPEN c;
+			FETCH c INTO v;
+			SELECT id, v FROM rg_cur_t ORDER BY id;
+			CLOSE c;
+		END`)
+	var results []string
+	for _, tg := range targets() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		db := tg.open(t, func(c *mysql.Config) { c.MultiStatements = true })
+		db.SetMaxOpenConns(1)
+		got, err := callRows(ctx, db)
+		if err != nil {
+			cancel()
+			t.Fatalf("%s: CALL rg_cur(): %v", tg.name, err)
+		}
+		results = append(results, got)
+		// The session, and new ones on the same pooled connections, go on.
+		for i := range 3 {
+			var one int
+			if err := db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+				t.Errorf("%s: SELECT 1 after the CALL (%d): %v", tg.name, i, err)
+			}
+			db.Close()
+			db = tg.open(t, nil)
+			db.SetMaxOpenConns(1)
+		}
+		db.Close()
+		cancel()
+	}
+	if len(results) == 2 && results[0] != results[1] {
+		t.Errorf("CALL rg_cur(): MariaDB %q, gateway %q", results[0], results[1])
+	}
+	if results[0] != "1,1;2,1;3,1;" {
+		t.Errorf("CALL rg_cur() = %q", results[0])
+	}
+}
+
+// callRows runs CALL rg_cur() and returns its rows as "id,v;" items.
+func callRows(ctx context.Context, db *sql.DB) (string, error) {
+	rows, err := db.QueryContext(ctx, "CALL rg_cur()")
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var out string
+	for rows.Next() {
+		var id, v int
+		if err := rows.Scan(&id, &v); err != nil {
+			return "", err
+		}
+		out += strconv.Itoa(id) + "," + strconv.Itoa(v) + ";"
+	}
+	for rows.NextResultSet() {
+	}
+	if err := rows.Err(); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return "", err
+	}
+	return out, nil
+}
+
+// TestSessionTimeoutDoesNotOutliveSession: SET SESSION wait_timeout = 2
+// was replayed on the pooled connection like any variable and stayed
+// there after the session: MariaDB closed the connection after two idle
+// seconds in the pool. A short wait_timeout is taken back when the
+// connection returns to the pool.
+func TestSessionTimeoutDoesNotOutliveSession(t *testing.T) {
+	srv := startMplxGateway(t, "rg-timeout", 2, 1<<20)
+	root := rootDB(t)
+	ids := func() map[int64]bool {
+		t.Helper()
+		rows, err := root.Query("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ?", mplxUser)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		m := map[int64]bool{}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			m[id] = true
+		}
+		return m
+	}
+	db := gatewayTarget(srv).open(t, nil)
+	db.SetMaxOpenConns(1)
+	mustExec(t, db, "SET SESSION wait_timeout = 2", "SELECT 1", "SET SESSION net_read_timeout = 5")
+	var wt int
+	if err := db.QueryRow("SELECT @@session.wait_timeout").Scan(&wt); err != nil || wt != 2 {
+		t.Fatalf("the session's wait_timeout: %d, %v; want 2", wt, err)
+	}
+	db.Close()
+	before := ids()
+	time.Sleep(3500 * time.Millisecond)
+	after := ids()
+	for id := range before {
+		if !after[id] {
+			t.Errorf("the server closed pooled connection %d (of %v) while it was idle in the pool", id, before)
+		}
+	}
+	// New sessions get the server's default.
+	db = gatewayTarget(srv).open(t, nil)
+	if err := db.QueryRow("SELECT @@session.wait_timeout").Scan(&wt); err != nil || wt == 2 {
+		t.Errorf("a new session's wait_timeout: %d, %v", wt, err)
+	}
+}
