@@ -563,8 +563,8 @@ func TestBackendKilledMidQuery(t *testing.T) {
 	select {
 	case err := <-errc:
 		var me *mysql.MySQLError
-		if !errors.As(err, &me) || me.Number != 2013 {
-			t.Fatalf("want error 2013, got %v", err)
+		if !errors.As(err, &me) || me.Number != 1158 {
+			t.Fatalf("want error 1158, got %v", err)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("client hangs after the backend died")

@@ -323,7 +323,7 @@ func TestOwnerForwardingKeepsSessions(t *testing.T) {
 	st.stopOwner(syscall.SIGTERM)
 	start := time.Now()
 	_, err = conn.ExecContext(ctx, "SELECT NEXT VALUE FROM seq")
-	me := sqlErr(t, err, 2003, "HY000")
+	me := sqlErr(t, err, 1429, "HY000")
 	if !strings.Contains(me.Message, st.ownerAddr) || time.Since(start) > 3*time.Second {
 		t.Fatalf("owner down: after %v: %s", time.Since(start), me.Message)
 	}

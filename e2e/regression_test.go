@@ -8,7 +8,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"net"
+	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,5 +203,44 @@ func TestSessionTimeoutDoesNotOutliveSession(t *testing.T) {
 	db = gatewayTarget(srv).open(t, nil)
 	if err := db.QueryRow("SELECT @@session.wait_timeout").Scan(&wt); err != nil || wt == 2 {
 		t.Errorf("a new session's wait_timeout: %d, %v", wt, err)
+	}
+}
+
+// TestGatewayErrorsInServerRange: the gateway's own errors carried client
+// numbers (2003, 2013), which libmariadb turns into 2027 "Received
+// malformed packet" when a server sends them. The mariadb command-line
+// client must print the gateway's error as it was sent.
+func TestGatewayErrorsInServerRange(t *testing.T) {
+	bin, err := exec.LookPath("mariadb")
+	if err != nil {
+		t.Skip("mariadb client not installed")
+	}
+	// A backend address where nothing listens.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	srv := startTestGateway(t, "rg-errors", fmt.Sprintf(`
+listen: 127.0.0.1:0
+http_listen: "off"
+log: {level: %s}
+users:
+  - {user: %s, password: %s}
+clusters:
+  - name: main
+    backend_user: %s
+    backend_password: %s
+    backends: [%q]
+    failover_buffer: 0s
+`, logLevel(), appUser, appPass, backendUser, backendPass, dead))
+	host, port, _ := net.SplitHostPort(srv.Addr().String())
+	out, _ := exec.Command(bin, "--no-defaults", "-h"+host, "-P"+port, "-u"+appUser, "-p"+appPass, "-e", "SELECT 1").CombinedOutput()
+	if !strings.Contains(string(out), "ERROR 1429 (HY000)") {
+		t.Errorf("mariadb client against a gateway whose backend is down printed:\n%s\nwant ERROR 1429 (HY000)", out)
+	}
+	if strings.Contains(string(out), "2027") {
+		t.Errorf("the client read the gateway's error as a malformed packet:\n%s", out)
 	}
 }

@@ -282,8 +282,8 @@ func TestTLS(t *testing.T) {
 		gw, _ := tlsGateway(t, addr, "", fmt.Sprintf("    backend_tls: {mode: verify_identity, ca: %s}", pki.caFile))
 		_, err := tlsDB(t, gw.Addr().String(), nil).Exec("SELECT 1")
 		var me *mysql.MySQLError
-		if !errors.As(err, &me) || me.Number != 2003 {
-			t.Fatalf("error %v, want 2003", err)
+		if !errors.As(err, &me) || me.Number != 1429 {
+			t.Fatalf("error %v, want 1429", err)
 		}
 		if !strings.Contains(me.Message, "certificate is valid for 127.0.0.1, not 127.0.0.2") {
 			t.Fatalf("error does not say why: %s", me.Message)

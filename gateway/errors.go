@@ -18,8 +18,11 @@ const (
 	erServerShutdown   = 1053 // ER_SERVER_SHUTDOWN
 	erNetPacketTooLarg = 1153 // ER_NET_PACKET_TOO_LARGE
 	erMalformedPacket  = 1835 // ER_MALFORMED_PACKET
-	crConnHostError    = 2003 // CR_CONN_HOST_ERROR
-	crServerLost       = 2013 // CR_SERVER_LOST
+	// The gateway's own connection failures use server-range numbers:
+	// client libraries keep 2000-2999 for themselves, and libmariadb turns
+	// a 2xxx sent by a server into 2027 "Received malformed packet".
+	erConnectToBackend = 1429 // ER_CONNECT_TO_FOREIGN_DATA_SOURCE: a backend (or the owner) cannot be reached
+	erNetReadError     = 1158 // ER_NET_READ_ERROR (08S01): the backend connection broke during the statement
 	erUnknownError     = 1105 // ER_UNKNOWN_ERROR
 	erLockWaitTimeout  = 1205
 )
@@ -37,17 +40,17 @@ func toClientError(err error) *wire.SQLError {
 	var noPrimary *noPrimaryError
 	switch {
 	case errors.As(err, &ownerErr):
-		return wire.NewError(crConnHostError, "HY000", "Can't connect to the owner: %s; sequence and message statements need `gateway owner` running for the cluster, other statements are not affected", ownerErr.Error())
+		return wire.NewError(erConnectToBackend, "HY000", "Can't connect to the owner: %s; sequence and message statements need `gateway owner` running for the cluster, other statements are not affected", ownerErr.Error())
 	case errors.As(err, &splitBrain):
 		return wire.NewError(wire.ErOptionPreventsStatement, "HY000", "The gateway refuses this statement: %s; writes resume when exactly one backend has read_only=OFF (set read_only=ON on all but the primary)", splitBrain.Error())
 	case errors.As(err, &noPrimary):
-		return wire.NewError(crConnHostError, "HY000", "Can't reach a primary: %s; check the backends' health (GET /debug/health on the gateway's HTTP port) or raise failover_buffer", noPrimary.Error())
+		return wire.NewError(erConnectToBackend, "HY000", "Can't reach a primary: %s; check the backends' health (GET /debug/health on the gateway's HTTP port) or raise failover_buffer", noPrimary.Error())
 	case errors.As(err, &timeout):
 		return wire.NewError(erConCount, "08004", "Too many connections: %s", timeout.Error())
 	case errors.As(err, &dialErr):
-		return wire.NewError(crConnHostError, "HY000", "%s; check that the backend is running and that backend_user/backend_password are right", dialErr.Error())
+		return wire.NewError(erConnectToBackend, "HY000", "%s; check that the backend is running and that backend_user/backend_password are right", dialErr.Error())
 	case errors.As(err, &backendErr):
-		return wire.NewError(crServerLost, "HY000", "Lost connection to backend during query (%v); the statement may not have completed, retry it", backendErr.Err)
+		return wire.NewError(erNetReadError, "08S01", "Lost connection to backend during query (%v); the statement may not have completed, retry it", backendErr.Err)
 	case errors.As(err, &sqlErr):
 		return sqlErr
 	case errors.Is(err, pools.ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, errShuttingDown):

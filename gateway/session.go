@@ -712,7 +712,7 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 // and the check is skipped; what a server closes (wait_timeout, an
 // administrator's KILL, a restart) has mostly been idle far longer. A
 // close missed here shows as a failed send (the command goes to a fresh
-// connection) or a lost connection (a read is retried, a write gets 2013).
+// connection) or a lost connection (a read is retried, a write gets 1158).
 const peekAfterIdle = 20 * time.Millisecond
 
 // idleLongerThan reports whether l's connection had been idle longer than

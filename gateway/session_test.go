@@ -68,8 +68,8 @@ func TestToClientError(t *testing.T) {
 	}{
 		{backend, 1146, "42S02", "Table 'a.b'"},
 		{&pools.AcquireTimeoutError{Pool: "main/x/gw", Size: 4, InUse: 4, Waited: 2 * time.Second}, 1040, "08004", "main/x/gw"},
-		{&dialError{addr: "127.0.0.1:1", cluster: "main", err: errors.New("connection refused")}, 2003, "HY000", "127.0.0.1:1"},
-		{&wire.BackendError{Err: errors.New("EOF")}, 2013, "HY000", "Lost connection"},
+		{&dialError{addr: "127.0.0.1:1", cluster: "main", err: errors.New("connection refused")}, 1429, "HY000", "127.0.0.1:1"},
+		{&wire.BackendError{Err: errors.New("EOF")}, 1158, "08S01", "Lost connection"},
 		{pools.ErrClosed, 1053, "08S01", "shutdown"},
 		{errors.New("odd"), 1105, "HY000", "odd"},
 	}

@@ -42,7 +42,7 @@
 //
 // Without a default database an unqualified name is error 1046 (3D000).
 // When the primary cannot be reached, or discovery knows none within the
-// cluster's failover_buffer, statements fail with error 2003 (HY000)
+// cluster's failover_buffer, statements fail with error 1429 (HY000)
 // saying why; errors of the primary itself reach the client unchanged.
 //
 // # Tables

@@ -54,9 +54,14 @@ func (o *Owner) toSQLError(err error, t *table, addr string) *wire.SQLError {
 	case errors.As(err, new(exhaustedError)):
 		return wire.NewError(4084, "HY000", "Sequence '%s.%s' has run out", t.Schema, t.Name)
 	case errors.As(err, &np):
-		return wire.NewError(2003, "HY000", "Can't connect to the primary of cluster %s: %s; the owner waited %v for discovery to find one", np.cluster, np.reason, o.failoverBuffer())
+		return wire.NewError(erConnectToPrimary, "HY000", "Can't connect to the primary of cluster %s: %s; the owner waited %v for discovery to find one", np.cluster, np.reason, o.failoverBuffer())
 	case errors.Is(err, context.Canceled):
 		return wire.NewError(1053, "08S01", "Server shutdown in progress")
 	}
-	return wire.NewError(2003, "HY000", "Can't reach the primary of cluster %s at %s: %v", o.cluster, addr, err)
+	return wire.NewError(erConnectToPrimary, "HY000", "Can't reach the primary of cluster %s at %s: %v", o.cluster, addr, err)
 }
+
+// erConnectToPrimary (ER_CONNECT_TO_FOREIGN_DATA_SOURCE) is the owner's
+// error when it cannot reach the primary: a server-range number (client
+// libraries turn a 2xxx sent by a server into "malformed packet").
+const erConnectToPrimary = 1429

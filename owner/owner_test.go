@@ -695,7 +695,7 @@ func TestOwnerPrimaryDown(t *testing.T) {
 		t.Fatal(err) // still within the first block: served from memory
 	}
 	_, err = db.Exec("SELECT NEXT VALUE FROM seq")
-	if me := wantSQLError(t, err, 2003, "HY000"); !strings.Contains(me.Message, "primary of cluster main at "+srv.Addr()) {
+	if me := wantSQLError(t, err, 1429, "HY000"); !strings.Contains(me.Message, "primary of cluster main at "+srv.Addr()) {
 		t.Fatalf("message %q", me.Message)
 	} else {
 		t.Logf("primary killed: %s", me.Message)
@@ -705,7 +705,7 @@ func TestOwnerPrimaryDown(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, err = db.Exec("SELECT NEXT VALUE FROM seq")
-		if me := wantSQLError(t, err, 2003, "HY000"); strings.Contains(me.Message, "no serving writable backend") {
+		if me := wantSQLError(t, err, 1429, "HY000"); strings.Contains(me.Message, "no serving writable backend") {
 			t.Logf("primary marked down: %s", me.Message)
 			break
 		}
