@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/directgate/directgate/wire"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -242,5 +243,110 @@ clusters:
 	}
 	if strings.Contains(string(out), "2027") {
 		t.Errorf("the client read the gateway's error as a malformed packet:\n%s", out)
+	}
+}
+
+// TestDropOtherDatabaseKeepsCurrent: MariaDB sets the "database dropped"
+// status flag on every DROP DATABASE, also of a database that is not the
+// session's. The gateway cleared the session's database whenever it saw
+// the flag, and later statements failed with 1046 "No database selected".
+func TestDropOtherDatabaseKeepsCurrent(t *testing.T) {
+	mustExec(t, direct(t), "CREATE TABLE IF NOT EXISTS rg_keep (id INT)")
+	var got []string
+	for _, tg := range targets() {
+		db := tg.open(t, nil)
+		db.SetMaxOpenConns(1)
+		mustExec(t, db, "DROP DATABASE IF EXISTS rg_other_"+tg.name, "CREATE DATABASE rg_other_"+tg.name,
+			"DROP DATABASE rg_other_"+tg.name)
+		var cur sql.NullString
+		if err := db.QueryRow("SELECT DATABASE()").Scan(&cur); err != nil {
+			t.Fatalf("%s: %v", tg.name, err)
+		}
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM rg_keep").Scan(&n); err != nil {
+			t.Errorf("%s: a table of the current database after DROP DATABASE of another: %v", tg.name, err)
+		}
+		got = append(got, cur.String)
+		// Dropping the current database does clear it.
+		mustExec(t, db, "CREATE DATABASE IF NOT EXISTS rg_cur_"+tg.name, "USE rg_cur_"+tg.name, "DROP DATABASE rg_cur_"+tg.name)
+		if err := db.QueryRow("SELECT DATABASE()").Scan(&cur); err != nil || cur.Valid {
+			t.Errorf("%s: DATABASE() after dropping the current database: %v, %v", tg.name, cur, err)
+		}
+		db.Close()
+	}
+	if got[0] != testDB || got[1] != testDB {
+		t.Errorf("DATABASE() after DROP DATABASE of another: MariaDB %q, gateway %q; want %q", got[0], got[1], testDB)
+	}
+}
+
+// TestKillEveryPath: a KILL prepared with COM_STMT_PREPARE reached
+// MariaDB untranslated, where its number named a backend thread (another
+// client's pooled connection); so did a KILL inside a batch, an SQL
+// PREPARE and forms other than KILL <number>. Every KILL goes through the
+// gateway's id translation and ownership check, or is refused.
+func TestKillEveryPath(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	addr := shared.gwAddr()
+	victim, err := wire.Dial(ctx, addr, wire.DialOptions{User: appUser, Password: appPass})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer victim.Close()
+	vid := victim.Greeting.ConnectionID
+	db := targets()[1].open(t, func(c *mysql.Config) { c.InterpolateParams = false; c.MultiStatements = true })
+	db.SetMaxOpenConns(1)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	// A prepared KILL QUERY of the victim's gateway id interrupts it.
+	victim.ResetSeq()
+	if err := victim.WriteCommand(append([]byte{wire.ComQuery}, "SELECT SLEEP(20)"...)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	st, err := conn.PrepareContext(ctx, fmt.Sprintf("KILL QUERY %d", vid))
+	if err != nil {
+		t.Fatalf("prepare KILL QUERY: %v", err)
+	}
+	if _, err := st.ExecContext(ctx); err != nil {
+		t.Fatalf("execute KILL QUERY %d: %v", vid, err)
+	}
+	st.Close()
+	// An interrupted SLEEP answers 1 (or 1317); not killed, it would
+	// answer after 20 s.
+	_ = victim.NetConn().SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := victim.ReadPacket(); err != nil {
+		t.Fatalf("the victim's SLEEP(20) was not interrupted by the prepared KILL QUERY: %v", err)
+	}
+
+	// Every other path is refused with 1235, before MariaDB sees it.
+	for _, q := range []string{
+		"SELECT 1; KILL 5",
+		"PREPARE rg_k FROM 'KILL 5'",
+		"KILL 5+0",
+		"KILL USER " + appUser,
+	} {
+		_, err := conn.ExecContext(ctx, q)
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) || me.Number != 1235 {
+			t.Errorf("%s: %v, want error 1235", q, err)
+		}
+	}
+	mustExecConn(t, ctx, conn, "SET @rg_k = 'KILL 5'")
+	if _, err := conn.ExecContext(ctx, "PREPARE rg_k FROM @rg_k"); err == nil || !strings.Contains(err.Error(), "1235") {
+		t.Errorf("PREPARE FROM a variable holding a KILL: %v, want error 1235", err)
+	}
+	if _, err := conn.PrepareContext(ctx, "KILL 5+0"); err == nil || !strings.Contains(err.Error(), "1235") {
+		t.Errorf("COM_STMT_PREPARE of KILL 5+0: %v, want error 1235", err)
+	}
+	// EXECUTE IMMEDIATE 'KILL n' is translated like KILL n.
+	_, err = conn.ExecContext(ctx, "EXECUTE IMMEDIATE 'KILL 4000000000'")
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 1094 {
+		t.Errorf("EXECUTE IMMEDIATE 'KILL 4000000000': %v, want 1094 (unknown gateway id)", err)
 	}
 }

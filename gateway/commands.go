@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/directgate/directgate/querypath"
@@ -245,6 +246,61 @@ func (ss *Session) killBackendQuery(bc *backendConn) error {
 	return err
 }
 
+// killTarget is the connection id a KindKill route names.
+func killTarget(ss *Session, route querypath.Route) uint64 {
+	if route.KillSelf {
+		return uint64(ss.id)
+	}
+	return route.KillID
+}
+
+// refuseKill answers a statement holding a KILL the gateway cannot run
+// itself (querypath.Route.OtherKill): sent to the server, it would name the
+// server's threads, which belong to other clients. handled is false for
+// every other statement. sql is the statement's text; for an SQL PREPARE
+// or EXECUTE IMMEDIATE of a user variable, the variable's text is read
+// from the session's connection and classified too.
+func (ss *Session) refuseKill(route querypath.Route) (handled bool, err error) {
+	other := route.OtherKill
+	if !other && route.DynamicVar != "" && ss.lease != nil {
+		// The variable exists only on the session's connection (setting
+		// it pinned the session); without a lease it is NULL.
+		rerr := ss.captureDiag(ss.lease.Conn()) // the read would replace FOUND_ROWS()
+		var v string
+		if rerr == nil {
+			v, rerr = readUserVar(ss.lease.Conn(), route.DynamicVar)
+		}
+		if rerr != nil {
+			var sqlErr *wire.SQLError
+			if !errors.As(rerr, &sqlErr) {
+				conn := ss.lease.Conn()
+				ss.dropLease()
+				ss.lostBackendState()
+				return true, ss.writeErr(toClientError(backendLost(conn.addr, rerr)))
+			}
+		}
+		in := ss.srv.classifier.Classify(v)
+		other = in.OtherKill || in.Kind == querypath.KindKill
+	}
+	if !other {
+		return false, nil
+	}
+	ss.srv.metrics.statement(routeLocal, outcomeFailed, 0)
+	return true, ss.writeErr(wire.NewError(erNotSupportedYet, "42000",
+		"This version of MariaDB doesn't yet support 'KILL inside a batch, a PREPARE or an expression through the gateway': send KILL [CONNECTION|QUERY] <id> as a statement of its own, with the id a number (the gateway's connection id: CONNECTION_ID() in the victim's session, SHOW GATEWAY SESSIONS) or CONNECTION_ID()"))
+}
+
+// readUserVar reads user variable name on conn ("" when NULL).
+func readUserVar(conn *backendConn, name string) (string, error) {
+	var v string
+	err := conn.QueryRows("SELECT @`"+strings.ReplaceAll(name, "`", "``")+"`", func(row [][]byte) {
+		if len(row) == 1 && row[0] != nil {
+			v = string(row[0])
+		}
+	})
+	return v, err
+}
+
 // runLocal answers statements the gateway handles itself. handled is false
 // for everything that goes to a backend.
 func (ss *Session) runLocal(route querypath.Route) (handled bool, err error) {
@@ -253,7 +309,7 @@ func (ss *Session) runLocal(route querypath.Route) (handled bool, err error) {
 	}
 	start := time.Now() // only local statements pay for this clock read
 	if route.Kind == querypath.KindKill {
-		err = ss.kill(route.KillID, route.KillQuery)
+		err = ss.kill(killTarget(ss, route), route.KillQuery)
 	} else {
 		err = ss.showGateway(route.Table)
 	}

@@ -24,6 +24,7 @@ const (
 	erConnectToBackend = 1429 // ER_CONNECT_TO_FOREIGN_DATA_SOURCE: a backend (or the owner) cannot be reached
 	erNetReadError     = 1158 // ER_NET_READ_ERROR (08S01): the backend connection broke during the statement
 	erUnknownError     = 1105 // ER_UNKNOWN_ERROR
+	erNotSupportedYet  = 1235 // ER_NOT_SUPPORTED_YET
 	erLockWaitTimeout  = 1205
 )
 

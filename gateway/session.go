@@ -402,6 +402,11 @@ func (ss *Session) comQuery(p []byte) error {
 	if handled, err := ss.answerDiag(sql, route); handled {
 		return err
 	}
+	if route.OtherKill || route.DynamicVar != "" {
+		if handled, err := ss.refuseKill(route); handled {
+			return err
+		}
+	}
 	switch or, ai := ss.routeOwner(route); or {
 	case ownerForward:
 		return ss.forwardOwner(p)
@@ -926,9 +931,24 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 			pins |= ss.applySet(conn, route.Vars)
 		}
 		if !conn.tracked && res.Status&wire.StatusDBDropped != 0 {
-			ss.db, conn.db = "", ""
-			ss.nextState()
-			conn.syncedState = ss.stateID
+			// MariaDB flags every DROP DATABASE, also of another
+			// database than the current one: ask which one is current.
+			db, err := currentDatabase(conn)
+			if err != nil {
+				var sqlErr *wire.SQLError
+				if !errors.As(err, &sqlErr) {
+					conn.be.broke()
+					ss.dropLease()
+					ss.lostBackendState()
+					return errors.New("backend connection lost after DROP DATABASE")
+				}
+				db = ss.db
+			}
+			if db != ss.db {
+				ss.db, conn.db = db, db
+				ss.nextState()
+				conn.syncedState = ss.stateID
+			}
 		}
 		if res.Status&wire.StatusInTrans != 0 || res.Status&wire.StatusAutocommit == 0 {
 			pins |= pinTxn

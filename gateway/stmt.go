@@ -49,6 +49,9 @@ type stmt struct {
 	tooLong bool
 	// cursor is set while a cursor is open on the pinned connection.
 	cursor bool
+	// local is set for a statement the gateway runs itself (KILL): it is
+	// prepared on no backend connection.
+	local bool
 }
 
 type longData struct {
@@ -169,6 +172,13 @@ func (ss *Session) comStmtPrepare(p []byte) error {
 		return ss.writeErr(wire.NewError(1461, "42000", "Can't create more than max_prepared_stmt_count statements: this session's prepared statements already hold %d bytes; close statements you no longer use", ss.stmtBytes))
 	}
 	route := ss.srv.classifier.Classify(sql)
+	switch {
+	case route.Kind == querypath.KindKill:
+		return ss.prepareLocal(sql, route)
+	case route.OtherKill:
+		_, err := ss.refuseKill(route)
+		return err
+	}
 	if or, _ := ss.routeOwner(route); or == ownerStream || or == ownerForward && route.Kind == querypath.KindSequence {
 		return ss.writeErr(wire.NewError(1295, "HY000", "This command is not supported in the prepared statement protocol yet: send SELECT NEXT ... VALUES and STREAM as text queries"))
 	}
@@ -262,6 +272,10 @@ func (ss *Session) comStmtExecute(p []byte) error {
 	st, _, sqlErr := ss.lookupStmt(p, "mysqld_stmt_execute")
 	if sqlErr != nil {
 		return ss.writeErr(sqlErr)
+	}
+	if st.local {
+		_, err := ss.runLocal(st.route)
+		return err
 	}
 	if len(p) < 10 {
 		return ss.writeErr(wire.NewError(erMalformedPacket, "08S01", "Malformed communication packet"))
@@ -365,6 +379,25 @@ func (ss *Session) comStmtExecute(p []byte) error {
 		}
 		return ss.afterStatement(conn, route, res, unsafe.Slice(unsafe.StringData(st.sql), len(st.sql)))
 	}
+}
+
+// prepareLocal answers COM_STMT_PREPARE of a statement the gateway runs
+// itself (a KILL): no parameters, no columns, no backend connection. Its
+// execute goes through the same id translation and ownership check as the
+// text statement.
+func (ss *Session) prepareLocal(sql string, route querypath.Route) error {
+	id := ss.nextStmtID + 1
+	ss.nextStmtID = id
+	ss.stmts[id] = &stmt{sql: sql, db: ss.db, route: route, local: true}
+	ss.stmtBytes += len(sql)
+	var b [12]byte
+	b[0] = 0 // OK
+	binary.LittleEndian.PutUint32(b[1:], id)
+	// columns, parameters, filler and warnings are all zero.
+	if err := ss.client.WritePacket(b[:]); err != nil {
+		return err
+	}
+	return ss.client.Flush()
 }
 
 // sendLongData replays the statement's pending long data on conn.

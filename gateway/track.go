@@ -450,3 +450,14 @@ func containsFold(s []byte, k string) bool {
 	}
 	return false
 }
+
+// currentDatabase asks conn for its default database ("" none).
+func currentDatabase(conn *backendConn) (string, error) {
+	var db string
+	err := conn.QueryRows("SELECT DATABASE()", func(row [][]byte) {
+		if len(row) == 1 && row[0] != nil {
+			db = string(row[0])
+		}
+	})
+	return db, err
+}

@@ -107,6 +107,10 @@ func (c *Classifier) classifyBatch(sql string, depth int, noBackslash bool) Rout
 			r.Pin |= p.Pin
 			r.Unpin |= p.Unpin
 			r.ReadsLastResult = r.ReadsLastResult || p.ReadsLastResult
+			r.OtherKill = r.OtherKill || p.OtherKill || p.Kind == KindKill
+			if r.DynamicVar == "" {
+				r.DynamicVar = p.DynamicVar
+			}
 			r.ImplicitCommit = r.ImplicitCommit || p.ImplicitCommit
 			r.NextTxn = r.NextTxn || p.NextTxn
 			r.SetStatement = r.SetStatement || p.SetStatement
@@ -519,8 +523,15 @@ func killRoute(st *stmt) Route {
 		query = true
 		i++
 	}
+	if i+3 == st.count && st.kw(i, "CONNECTION_ID") && st.punct(i+1, '(') && st.punct(i+2, ')') {
+		r.Kind = KindKill
+		r.KillSelf = true
+		r.KillQuery = query
+		return r
+	}
 	if i+1 != st.count || st.head[i].kind != tkNumber {
-		return r // KILL QUERY ID n, KILL USER u, KILL <expression>
+		r.OtherKill = true // KILL QUERY ID n, KILL USER u, KILL <expression>
+		return r
 	}
 	t := st.head[i]
 	id, err := strconv.ParseUint(st.s[t.start:t.end], 10, 64)
@@ -740,6 +751,10 @@ func (c *Classifier) dynamicSQL(st *stmt, i, depth int, run bool) Route {
 	}
 	if i >= st.n || st.head[i].kind != tkString || i+1 != st.count || depth >= maxDepth {
 		r.Pin |= PinUnreplayable
+		if i < st.n && i+1 == st.count && st.head[i].kind == tkUserVar {
+			t := st.head[i]
+			r.DynamicVar = unquoteUserVar(st.s[t.start+1 : t.end])
+		}
 		return r
 	}
 	t := st.head[i]
@@ -756,12 +771,24 @@ func (c *Classifier) dynamicSQL(st *stmt, i, depth int, run bool) Route {
 	}
 	r.Pin |= in.Pin
 	r.ReadsLastResult = r.ReadsLastResult || in.ReadsLastResult
+	r.OtherKill = in.OtherKill || in.Kind == KindKill
 	if in.Kind == KindSet && (len(in.Vars) > 0 || in.NextTxn) || in.MultiStatement ||
 		in.Kind == KindBegin || in.Kind == KindUse ||
 		len(in.CreatedTemp) > 0 || len(in.Renames) > 0 {
 		r.Pin |= PinUnreplayable
 	}
 	return r
+}
+
+// unquoteUserVar returns the name of a user variable written after its @:
+// name, `name`, 'name' or "name".
+func unquoteUserVar(s string) string {
+	if len(s) >= 2 && (s[0] == '\'' || s[0] == '"') {
+		if v, ok := unquoteString(s, false); ok {
+			return v
+		}
+	}
+	return unquoteIdent(s)
 }
 
 // unquoteString returns the content of a quoted string literal.

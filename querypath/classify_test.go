@@ -221,9 +221,9 @@ var classifyCases = []struct {
 	{"KILL HARD QUERY 7", Route{Kind: KindKill, KillID: 7, KillQuery: true}},
 	{"KILL 18446744073709551615", Route{Kind: KindKill, KillID: 18446744073709551615}},
 	{"KILL 18446744073709551616", Route{}},
-	{"KILL QUERY ID 5", Route{}},
-	{"KILL USER bob", Route{}},
-	{"KILL CONNECTION_ID()", Route{}},
+	{"KILL QUERY ID 5", Route{OtherKill: true}},
+	{"KILL USER bob", Route{OtherKill: true}},
+	{"KILL CONNECTION_ID()", Route{Kind: KindKill, KillSelf: true}},
 
 	// Sequences and streams.
 	{"SELECT NEXT 5 VALUES FROM t", Route{Kind: KindSequence, Table: "t", Count: 5}},
@@ -368,7 +368,7 @@ var classifyCases = []struct {
 	{"PREPARE s FROM 'SELECT ?'", Route{PrepareName: "s", Pin: PinPrepare}},
 	{"PREPARE s FROM 'CREATE TEMPORARY TABLE t (a int)'", Route{PrepareName: "s", Pin: PinPrepare | PinTempTable | PinUnreplayable}}, // EXECUTE s will not name t
 	{"PREPARE s FROM 'SET sql_mode = ''x'''", Route{PrepareName: "s", Pin: PinPrepare | PinUnreplayable}},
-	{"PREPARE s FROM @sql", Route{PrepareName: "s", Pin: PinPrepare | PinUserVar | PinUnreplayable}},
+	{"PREPARE s FROM @sql", Route{PrepareName: "s", Pin: PinPrepare | PinUserVar | PinUnreplayable, DynamicVar: "sql"}},
 	{"EXECUTE s", Route{}},
 	{"EXECUTE s USING @a, @b", Route{Pin: PinUserVar}},
 	{"DEALLOCATE PREPARE s", Route{PrepareName: "s", Unpin: PinPrepare}},

@@ -112,3 +112,37 @@ func FuzzParseDiagRead(f *testing.F) {
 		ResultDiag(sql)
 	})
 }
+
+func TestClassifyKillPaths(t *testing.T) {
+	c, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		sql        string
+		kind       Kind
+		other      bool
+		dynamicVar string
+	}{
+		{"KILL 157", KindKill, false, ""},
+		{"KILL QUERY 157", KindKill, false, ""},
+		{"KILL 157+0", KindOther, true, ""},
+		{"KILL (157)", KindOther, true, ""},
+		{"KILL USER app", KindOther, true, ""},
+		{"KILL QUERY ID 157", KindOther, true, ""},
+		{"KILL CONNECTION_ID()", KindKill, false, ""},
+		{"KILL QUERY CONNECTION_ID() + 1", KindOther, true, ""},
+		{"SELECT 1; KILL 157", KindOther, true, ""},
+		{"PREPARE s FROM 'KILL 157'", KindOther, true, ""},
+		{"EXECUTE IMMEDIATE 'KILL 157'", KindKill, false, ""},
+		{"EXECUTE IMMEDIATE 'KILL 1+1'", KindOther, true, ""},
+		{"PREPARE s FROM @q", KindOther, false, "q"},
+		{"EXECUTE IMMEDIATE @`q r`", KindOther, false, "q r"},
+		{"SELECT 'KILL 157'", KindRead, false, ""},
+	} {
+		r := c.Classify(tc.sql)
+		if r.Kind != tc.kind || r.OtherKill != tc.other || r.DynamicVar != tc.dynamicVar {
+			t.Errorf("Classify(%q): kind %s, OtherKill %v, DynamicVar %q; want %s, %v, %q", tc.sql, r.Kind, r.OtherKill, r.DynamicVar, tc.kind, tc.other, tc.dynamicVar)
+		}
+	}
+}

@@ -241,6 +241,20 @@ type Route struct {
 	// KillQuery is set for KILL QUERY <id> (KindKill): kill the running
 	// statement, not the connection.
 	KillQuery bool
+	// KillSelf is set for KILL [CONNECTION|QUERY] CONNECTION_ID()
+	// (KindKill): the session's own connection, whatever KillID says.
+	KillSelf bool
+	// OtherKill is set when the text holds a KILL the gateway cannot run
+	// itself: one inside a batch or an SQL-level PREPARE, or a form other
+	// than KILL [HARD|SOFT] [CONNECTION|QUERY] <number> (KILL QUERY ID,
+	// KILL USER, an expression). Sent as is, it would reach the server with
+	// the server's thread ids, which name other clients' connections. (A
+	// KILL run by EXECUTE IMMEDIATE 'KILL n' classifies as KindKill.)
+	OtherKill bool
+	// DynamicVar names the user variable (without @) whose text an SQL
+	// PREPARE name FROM @var or EXECUTE IMMEDIATE @var runs: the classifier
+	// cannot see it, the gateway must read it. Empty otherwise.
+	DynamicVar string
 	// Chain is set on a KindCommit or KindRollback with AND CHAIN: a new
 	// transaction starts at once.
 	Chain bool
