@@ -350,3 +350,42 @@ func TestKillEveryPath(t *testing.T) {
 		t.Errorf("EXECUTE IMMEDIATE 'KILL 4000000000': %v, want 1094 (unknown gateway id)", err)
 	}
 }
+
+// TestClientGoneStopsStatement: a client that closed its connection
+// during a long statement left the statement running on the backend (for
+// an hour, with GET_LOCK(.., 3600)), holding the pooled connection and
+// whatever it locked. MariaDB ends the statement of a client that went
+// away; so does the gateway.
+func TestClientGoneStopsStatement(t *testing.T) {
+	srv := startMplxGateway(t, "rg-gone", 2, 1<<20)
+	root := rootDB(t)
+	const marker = "rg_client_gone_marker"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	bc, err := wire.Dial(ctx, srv.Addr().String(), wire.DialOptions{User: appUser, Password: appPass})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc.ResetSeq()
+	if err := bc.WriteCommand(append([]byte{wire.ComQuery}, "SELECT SLEEP(60) AS "+marker...)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(processIDs(t, root, marker)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the statement never showed up running")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	bc.Close() // the client goes away mid-statement
+	deadline = time.Now().Add(15 * time.Second)
+	for len(processIDs(t, root, marker)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the statement of a client that went away still runs on the backend 15 s later")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The gateway serves on.
+	db := gatewayTarget(srv).open(t, nil)
+	mustExec(t, db, "SELECT 1")
+}

@@ -128,6 +128,10 @@ type writeDeadlineConn struct {
 	timeout time.Duration
 }
 
+// NetConn returns the wrapped connection (for wire.Conn's checks of the
+// socket).
+func (c writeDeadlineConn) NetConn() net.Conn { return c.Conn }
+
 func (c writeDeadlineConn) Write(p []byte) (int, error) {
 	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.timeout))
 	return c.Conn.Write(p)

@@ -154,6 +154,9 @@ type Session struct {
 	// inFlight is the backend connection of the statement being relayed,
 	// so a forced shutdown can cut a statement that waits on the backend.
 	inFlight atomic.Pointer[backendConn]
+	// watch checks that the client is still there while a statement runs
+	// long (see checkClient).
+	watch *time.Timer
 	// failNoted is set once authFailed has counted a failed login of
 	// this connection.
 	failNoted bool
@@ -600,8 +603,53 @@ func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind)
 		}
 	}
 	ss.inFlight.Store(conn)
-	defer ss.inFlight.Store(nil)
-	return ss.relay.Run(ss.client, conn.Conn, kind)
+	ss.watchClient()
+	res, err := ss.relay.Run(ss.client, conn.Conn, kind)
+	ss.inFlight.Store(nil)
+	ss.watch.Stop()
+	return res, err
+}
+
+// clientWatchAfter is how long a statement runs before the gateway starts
+// checking, every clientWatchEvery, that its client is still connected.
+const (
+	clientWatchAfter = time.Second
+	clientWatchEvery = 250 * time.Millisecond
+)
+
+// watchClient arms the session's client watch for the statement that is
+// about to run (one timer per session, reset per statement: no
+// allocation).
+func (ss *Session) watchClient() {
+	if ss.watch == nil {
+		// Made stopped, so that the field is set before the timer can
+		// ever fire (checkClient reads it).
+		ss.watch = time.AfterFunc(time.Hour, ss.checkClient)
+		ss.watch.Stop()
+	}
+	ss.watch.Reset(clientWatchAfter)
+}
+
+// checkClient runs on the watch timer's goroutine while a statement runs
+// long: a client that closed its connection meanwhile gets its statement
+// stopped (KILL QUERY on the backend, as MariaDB ends the statement of a
+// client that went away) instead of leaving it running, holding locks and
+// the pooled connection, for nobody. Bytes the client sent (its next
+// command) do not count as gone.
+func (ss *Session) checkClient() {
+	bc := ss.inFlight.Load()
+	if bc == nil {
+		return
+	}
+	if !ss.client.PeerGone() {
+		ss.watch.Reset(clientWatchEvery)
+		return
+	}
+	ss.log.Info("client went away during a statement; stopping the statement", "backend", bc.addr)
+	ss.forceClose()
+	if err := ss.killBackendQuery(bc); err != nil {
+		ss.log.Warn("could not stop the statement of a client that went away", "backend", bc.addr, "error", err)
+	}
 }
 
 // backend returns the connection that serves the next statement: the

@@ -3,6 +3,7 @@ package wire
 import (
 	"crypto/tls"
 	"errors"
+	"net"
 	"syscall"
 )
 
@@ -45,11 +46,7 @@ func (c *Conn) PeerClosed() bool {
 		return true
 	}
 	if c.peek == nil {
-		nc := c.nc
-		tc, isTLS := nc.(*tls.Conn)
-		if isTLS {
-			nc = tc.NetConn()
-		}
+		nc, isTLS := socketOf(c.nc)
 		sc, ok := nc.(syscall.Conn)
 		if !ok {
 			return false
@@ -67,4 +64,52 @@ func (c *Conn) PeerClosed() bool {
 		return true
 	}
 	return p.closed
+}
+
+// PeerGone reports whether the peer has closed or reset the connection:
+// the end of the stream, or an error such as ECONNRESET. Unlike
+// PeerClosed, bytes the peer sent (a client's next command, sent before
+// the answer to the last) do not count, and the read buffer is not looked
+// at: it may be called from another goroutine than the one reading c
+// (watching a client while its statement runs). Connections without a
+// socket report false.
+func (c *Conn) PeerGone() bool {
+	if c.gone == nil {
+		nc, _ := socketOf(c.nc)
+		sc, ok := nc.(syscall.Conn)
+		if !ok {
+			return false
+		}
+		raw, err := sc.SyscallConn()
+		if err != nil {
+			return true
+		}
+		// Bytes waiting are the peer's next command over plain TCP; over
+		// TLS, a record; either way not a close.
+		c.gone = &peeker{raw: raw, isTLS: true}
+		c.gone.fn = c.gone.peek
+	}
+	p := c.gone
+	p.closed = false
+	if err := p.raw.Read(p.fn); err != nil {
+		return true
+	}
+	return p.closed
+}
+
+// socketOf unwraps nc down to the connection that holds the socket: TLS,
+// and wrappers that expose what they wrap with a NetConn method (as
+// *tls.Conn does). isTLS reports whether TLS was among them.
+func socketOf(nc net.Conn) (_ net.Conn, isTLS bool) {
+	for range 8 {
+		if _, ok := nc.(*tls.Conn); ok {
+			isTLS = true
+		}
+		w, ok := nc.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		nc = w.NetConn()
+	}
+	return nc, isTLS
 }

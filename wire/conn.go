@@ -32,8 +32,8 @@ type Conn struct {
 	buf, aux []byte
 	// MaxPacket bounds ReadPacket; 0 means 1 GiB, the protocol's maximum.
 	MaxPacket int
-	// peek serves PeerClosed, built on first use.
-	peek *peeker
+	// peek serves PeerClosed, gone PeerGone; each built on first use.
+	peek, gone *peeker
 }
 
 // NewConn wraps nc with a read buffer of rsize and a write buffer of wsize
