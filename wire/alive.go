@@ -13,8 +13,11 @@ type peeker struct {
 	raw    syscall.RawConn
 	isTLS  bool
 	closed bool
-	buf    [1]byte
-	fn     func(fd uintptr) bool
+	// noSocket: the connection has none (tests' pipes); broken: its
+	// socket could not be reached.
+	noSocket, broken bool
+	buf              [1]byte
+	fn               func(fd uintptr) bool
 }
 
 // peek is the RawConn.Read callback: one recv(MSG_PEEK|MSG_DONTWAIT).
@@ -47,23 +50,9 @@ func (c *Conn) PeerClosed() bool {
 	}
 	if c.peek == nil {
 		nc, isTLS := socketOf(c.nc)
-		sc, ok := nc.(syscall.Conn)
-		if !ok {
-			return false
-		}
-		raw, err := sc.SyscallConn()
-		if err != nil {
-			return true
-		}
-		c.peek = &peeker{raw: raw, isTLS: isTLS}
-		c.peek.fn = c.peek.peek
+		c.peek = newPeeker(nc, isTLS)
 	}
-	p := c.peek
-	p.closed = false
-	if err := p.raw.Read(p.fn); err != nil {
-		return true
-	}
-	return p.closed
+	return c.peek.check()
 }
 
 // PeerGone reports whether the peer has closed or reset the connection:
@@ -76,20 +65,40 @@ func (c *Conn) PeerClosed() bool {
 func (c *Conn) PeerGone() bool {
 	if c.gone == nil {
 		nc, _ := socketOf(c.nc)
-		sc, ok := nc.(syscall.Conn)
-		if !ok {
-			return false
-		}
-		raw, err := sc.SyscallConn()
-		if err != nil {
-			return true
-		}
-		// Bytes waiting are the peer's next command over plain TCP; over
-		// TLS, a record; either way not a close.
-		c.gone = &peeker{raw: raw, isTLS: true}
-		c.gone.fn = c.gone.peek
+		// Bytes waiting are not a close: read them as TLS does.
+		c.gone = newPeeker(nc, true)
 	}
-	p := c.gone
+	return c.gone.check()
+}
+
+// newPeeker builds the peeker of socket nc; onlyEnd makes bytes waiting
+// count as open (see peek).
+func newPeeker(nc net.Conn, onlyEnd bool) *peeker {
+	p := &peeker{isTLS: onlyEnd}
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		p.noSocket = true
+		return p
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		p.broken = true
+		return p
+	}
+	p.raw = raw
+	p.fn = p.peek
+	return p
+}
+
+// check peeks once: true for a closed (or broken) socket, false for an
+// open one or no socket at all.
+func (p *peeker) check() bool {
+	switch {
+	case p.noSocket:
+		return false
+	case p.broken:
+		return true
+	}
 	p.closed = false
 	if err := p.raw.Read(p.fn); err != nil {
 		return true
