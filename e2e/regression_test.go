@@ -389,3 +389,55 @@ func TestClientGoneStopsStatement(t *testing.T) {
 	db := gatewayTarget(srv).open(t, nil)
 	mustExec(t, db, "SELECT 1")
 }
+
+// TestSetGlobalReachesNewSessions: after SET GLOBAL of a variable whose
+// session value starts from the global one, a new client got a pooled
+// connection logged in before the change, with the old value; directly,
+// a new connection has the new one. Connections whose session is older
+// than the change are reset before they serve a newer session.
+func TestSetGlobalReachesNewSessions(t *testing.T) {
+	srv := startMplxGateway(t, "rg-global", 2, 1<<20)
+	root := rootDB(t)
+	var def int
+	if err := root.QueryRow("SELECT @@GLOBAL.div_precision_increment").Scan(&def); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Exec(fmt.Sprintf("SET GLOBAL div_precision_increment = %d", def)) })
+	want := def + 3
+	// Both pooled connections log in before the change.
+	warm := gatewayTarget(srv).open(t, nil)
+	if err := onEveryConn([]*sql.Conn{connOf(t, warm), connOf(t, warm)}, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	warm.Close()
+	a := gatewayTarget(srv).open(t, nil)
+	mustExec(t, a, fmt.Sprintf("SET GLOBAL div_precision_increment = %d", want))
+	for i := range 4 {
+		b := gatewayTarget(srv).open(t, nil)
+		b.SetMaxOpenConns(1)
+		var got int
+		if err := b.QueryRow("SELECT @@session.div_precision_increment").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("new session %d after SET GLOBAL div_precision_increment = %d: its session value is %d", i, want, got)
+		}
+		b.Close()
+	}
+	var direct int
+	d := directTarget().open(t, nil)
+	if err := d.QueryRow("SELECT @@session.div_precision_increment").Scan(&direct); err != nil || direct != want {
+		t.Errorf("MariaDB's new session: %d, %v", direct, err)
+	}
+}
+
+// connOf returns one connection of db.
+func connOf(t *testing.T, db *sql.DB) *sql.Conn {
+	t.Helper()
+	c, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}

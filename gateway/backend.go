@@ -62,6 +62,10 @@ type backendConn struct {
 	// answer (an error such as 1153 or 1927, COMMIT RELEASE): it is
 	// destroyed, and that is no backend failure.
 	closed bool
+	// globals is cluster.globals when the connection's session started
+	// (login or reset): its session defaults are the server's globals of
+	// then.
+	globals uint64
 	// discard is set when the connection must be closed rather than
 	// reset when its session lets it go: it ran XA statements (see
 	// querypath.PinXA).
@@ -205,6 +209,10 @@ func (be *backend) close() {
 type cluster struct {
 	name string
 	log  hclog.Logger
+	// globals counts the SET GLOBAL statements sessions ran through the
+	// gateway: a backend connection logged in (or reset) before the last
+	// one carries the old session defaults (see backendConn.globals).
+	globals atomic.Uint64
 	// health receives dial failures; set once discovery runs.
 	health atomic.Pointer[healthcheck.Observer]
 
@@ -482,6 +490,7 @@ func (c *cluster) dial(ctx context.Context, be *backend, k poolKey) (*backendCon
 	conn := &backendConn{
 		BackendConn: bc, addr: be.addr, be: be, multiStmt: true,
 		user: user, password: password, key: k, insertIDKnown: true,
+		globals: c.globals.Load(),
 	}
 	if err := c.initSession(conn); err != nil {
 		bc.Close()
@@ -570,10 +579,18 @@ func setItem(b *strings.Builder, name, value string) {
 // transactions rolled back, user variables, temporary tables, locks and
 // prepared statements dropped, variables back to their global values.
 func (bc *backendConn) reset() error {
+	c := bc.be.cluster
+	globals := c.globals.Load()
 	if _, err := bc.SimpleCommand([]byte{wire.ComResetConnection}); err != nil {
 		return err
 	}
 	bc.forgetSession(unknownDB)
+	if bc.globals != globals {
+		// The reset session took the server's new globals: read the
+		// defaults the gateway follows again.
+		bc.globals = globals
+		return c.initSession(bc)
+	}
 	return bc.enableTrackers()
 }
 

@@ -136,6 +136,9 @@ func (ss *Session) resetState() {
 	ss.setPins(0)
 	ss.lastInsertID, ss.insertIDPending = 0, false
 	ss.diag.fresh()
+	if ss.cluster != nil {
+		ss.globals = ss.cluster.globals.Load()
+	}
 	ss.trackers = ss.defaultTrackers()
 	ss.txnState, ss.txnChars = "", ""
 	ss.stmts, ss.stmtBytes, ss.cursors = map[uint32]*stmt{}, 0, 0

@@ -66,6 +66,9 @@ type Session struct {
 	vars      map[string]string
 	multiStmt bool
 	stateID   uint64
+	// globals is cluster.globals when the session started: connections
+	// whose sessions are older are reset before they serve it.
+	globals uint64
 
 	// target is where reads go (USE db@replica / db@primary); replica
 	// is the session's sticky replica; cands is scratch for picking one.
@@ -720,6 +723,11 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 		}
 		ss.lease, ss.leaseRole = l, r
 		err = nil
+		if conn.globals < ss.globals {
+			// A SET GLOBAL since the connection's session started: the
+			// session's defaults are the new ones (a reset takes them).
+			conn.dirty = true
+		}
 		if conn.dirty {
 			// Pooled connections are reset when they come back; this is
 			// a safety net.
@@ -1059,6 +1067,11 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 	}
 	if route.Pin&querypath.PinXA != 0 {
 		conn.discard = true
+	}
+	if route.SetsGlobal && (ok || route.MultiStatement) {
+		// Later sessions start with the new defaults: connections
+		// logged in before are reset before they serve one.
+		ss.cluster.globals.Add(1)
 	}
 	if conn.closed || !ok && closesConnection(res.Err.Code) || ok && route.Release && !route.MultiStatement {
 		// The server closed the connection after this answer, because

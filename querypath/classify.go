@@ -108,6 +108,7 @@ func (c *Classifier) classifyBatch(sql string, depth int, noBackslash bool) Rout
 			r.Unpin |= p.Unpin
 			r.ReadsLastResult = r.ReadsLastResult || p.ReadsLastResult
 			r.OtherKill = r.OtherKill || p.OtherKill || p.Kind == KindKill
+			r.SetsGlobal = r.SetsGlobal || p.SetsGlobal
 			if r.DynamicVar == "" {
 				r.DynamicVar = p.DynamicVar
 			}

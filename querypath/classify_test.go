@@ -304,8 +304,8 @@ var classifyCases = []struct {
 	{"SET timestamp = UNIX_TIMESTAMP()", Route{Kind: KindSet, Vars: vars(v("timestamp", "UNIX_TIMESTAMP()", false))}},
 	{"SET foreign_key_checks = 0, unique_checks = 0", Route{Kind: KindSet, Vars: vars(v("foreign_key_checks", "0", true), v("unique_checks", "0", true))}},
 	{"SET SESSION autocommit=0, tx_isolation = 'SERIALIZABLE'", Route{Kind: KindSet, Vars: vars(v("autocommit", "0", true), v("tx_isolation", "'SERIALIZABLE'", true))}},
-	{"SET GLOBAL a=1, SESSION b=2", Route{Kind: KindSet, Vars: vars(v("b", "2", true))}},
-	{"SET GLOBAL a=1, @@b=2", Route{Kind: KindSet, Vars: vars(v("b", "2", true))}},
+	{"SET GLOBAL a=1, SESSION b=2", Route{Kind: KindSet, SetsGlobal: true, Vars: vars(v("b", "2", true))}},
+	{"SET GLOBAL a=1, @@b=2", Route{Kind: KindSet, SetsGlobal: true, Vars: vars(v("b", "2", true))}},
 
 	// SET: transaction characteristics.
 	{"SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", Route{Kind: KindSet, Vars: vars(v("tx_isolation", "'READ-COMMITTED'", true))}},
@@ -316,7 +316,7 @@ var classifyCases = []struct {
 	{"SET TRANSACTION READ ONLY", Route{Kind: KindSet, NextTxn: true}},
 	{"SET tx_isolation = 'READ-COMMITTED'", Route{Kind: KindSet, NextTxn: true}},
 	{"SET @@transaction_read_only = 1", Route{Kind: KindSet, NextTxn: true}},
-	{"SET GLOBAL TRANSACTION ISOLATION LEVEL READ UNCOMMITTED", Route{}},
+	{"SET GLOBAL TRANSACTION ISOLATION LEVEL READ UNCOMMITTED", Route{SetsGlobal: true}},
 
 	// SET: what cannot be replayed, and what is not session state.
 	{"SET sql_log_bin=0", Route{Kind: KindSet, Pin: PinUnreplayable}},
@@ -329,11 +329,11 @@ var classifyCases = []struct {
 	{"SET gtid_domain_id = 2, sql_mode = ''", Route{Kind: KindSet, Pin: PinUnreplayable, Vars: vars(v("sql_mode", "''", true))}},
 	{"SET rand_seed1 = 1, rand_seed2 = 2", Route{Kind: KindSet, Pin: PinUnreplayable}},
 	{"SET debug_dbug = '+d,x'", Route{Kind: KindSet, Pin: PinUnreplayable}},
-	{"SET GLOBAL max_connections = 100", Route{}},
-	{"SET @@GLOBAL.sql_mode = 'x'", Route{}},
-	{"SET PERSIST max_connections = 100", Route{}},
-	{"SET GLOBAL a=1, b=2", Route{}},
-	{"SET keycache1.key_buffer_size = 1024", Route{}},
+	{"SET GLOBAL max_connections = 100", Route{SetsGlobal: true}},
+	{"SET @@GLOBAL.sql_mode = 'x'", Route{SetsGlobal: true}},
+	{"SET PERSIST max_connections = 100", Route{SetsGlobal: true}},
+	{"SET GLOBAL a=1, b=2", Route{SetsGlobal: true}},
+	{"SET keycache1.key_buffer_size = 1024", Route{SetsGlobal: true}},
 	{"SET PASSWORD = PASSWORD('x')", Route{ImplicitCommit: true}},
 	{"SET PASSWORD FOR u@localhost = PASSWORD('x')", Route{ImplicitCommit: true}},
 	{"SET ROLE admin", Route{Pin: PinUnreplayable}},

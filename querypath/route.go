@@ -241,6 +241,11 @@ type Route struct {
 	// KillQuery is set for KILL QUERY <id> (KindKill): kill the running
 	// statement, not the connection.
 	KillQuery bool
+	// SetsGlobal is set for a SET that assigns a GLOBAL (or PERSIST)
+	// variable or the GLOBAL TRANSACTION characteristics: sessions that
+	// start afterwards get the new value as their default, so connections
+	// logged in before must be reset before they serve them.
+	SetsGlobal bool
 	// KillSelf is set for KILL [CONNECTION|QUERY] CONNECTION_ID()
 	// (KindKill): the session's own connection, whatever KillID says.
 	KillSelf bool

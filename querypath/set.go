@@ -111,6 +111,7 @@ func (c *Classifier) setRoute(st *stmt, depth int) Route {
 	bad := func() Route {
 		b := st.base()
 		b.Pin |= PinUnreplayable
+		b.SetsGlobal = headSetsGlobal(st)
 		return b
 	}
 	p := setParser{l: lexer{s: st.s, i: st.start, noBackslash: st.noBackslash}, end: st.end}
@@ -144,6 +145,7 @@ func (c *Classifier) setRoute(st *stmt, depth int) Route {
 				return bad()
 			}
 			changes = changes || scope != scopeGlobal
+			r.SetsGlobal = r.SetsGlobal || scope == scopeGlobal
 		} else {
 			var name string
 			vscope := scope
@@ -203,6 +205,7 @@ func (c *Classifier) setRoute(st *stmt, depth int) Route {
 				}
 				switch {
 				case vscope == scopeGlobal || vscope == scopeOther:
+					r.SetsGlobal = true
 				case vscope == scopeNone && nextTxnVar(name):
 					r.NextTxn = true
 					changes = true
@@ -232,6 +235,19 @@ func (c *Classifier) setRoute(st *stmt, depth int) Route {
 		r.Vars = nil
 	}
 	return r
+}
+
+// headSetsGlobal reports whether the first tokens of a SET the parser
+// could not read name a global scope (GLOBAL, PERSIST, @@global.x).
+func headSetsGlobal(st *stmt) bool {
+	for i := 1; i < st.n; i++ {
+		t := st.head[i]
+		if st.kw(i, "GLOBAL") || st.kw(i, "PERSIST") || st.kw(i, "PERSIST_ONLY") ||
+			t.kind == tkSysVar && sysVarScope(st.s, t) == scopeGlobal {
+			return true
+		}
+	}
+	return false
 }
 
 // namesLiteral reports whether the value of SET NAMES or SET CHARACTER SET is
