@@ -323,6 +323,26 @@ func TestTLS(t *testing.T) {
 		if err := tlsDB(t, gw.Addr().String(), nil).QueryRow("SELECT 1").Scan(&one); err != nil {
 			t.Fatal(err)
 		}
+		// Session status that describes the connection describes the
+		// client's (drivers' TLS tests read it), not the gateway's to
+		// the backend.
+		status := func(db *sql.DB, q string) string {
+			t.Helper()
+			var name, v string
+			if err := db.QueryRow(q).Scan(&name, &v); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			return v
+		}
+		if v := status(db, "SHOW STATUS LIKE 'Ssl_cipher'"); v == "" {
+			t.Errorf("Ssl_cipher of a TLS client is empty")
+		}
+		if v := status(db, "SHOW SESSION STATUS LIKE 'Ssl_version'"); !strings.HasPrefix(v, "TLSv1.") {
+			t.Errorf("Ssl_version of a TLS client: %q", v)
+		}
+		if v := status(tlsDB(t, gw.Addr().String(), nil), "SHOW STATUS LIKE 'Ssl_cipher'"); v != "" {
+			t.Errorf("Ssl_cipher of a plain client: %q", v)
+		}
 	})
 
 	t.Run("RequireSecureTransport", func(t *testing.T) {

@@ -426,6 +426,9 @@ func (ss *Session) comQuery(p []byte) error {
 			return ss.useTarget(db, t)
 		}
 	}
+	if route.SessionStatus && !route.MultiStatement {
+		return ss.showSessionStatus(p, route)
+	}
 	return ss.run(p, route, wire.ResponseQuery)
 }
 

@@ -564,11 +564,16 @@ func showRoute(st *stmt) Route {
 		}
 		return r
 	}
+	global := false
 	for st.kw(i, "FULL") || st.kw(i, "GLOBAL") || st.kw(i, "SESSION") || st.kw(i, "LOCAL") ||
 		st.kw(i, "EXTENDED") {
+		global = global || st.kw(i, "GLOBAL")
 		i++
 	}
 	w := st.word(i)
+	if kwEq(w, "STATUS") && !global {
+		r.SessionStatus = true
+	}
 	switch {
 	case w == "":
 		return r

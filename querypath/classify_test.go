@@ -164,7 +164,7 @@ var classifyCases = []struct {
 	{"SHOW GRANTS FOR root@localhost", Route{Kind: KindRead}},
 	{"SHOW PROCESSLIST", Route{}},
 	{"SHOW FULL PROCESSLIST", Route{}},
-	{"SHOW SESSION STATUS", Route{}},
+	{"SHOW SESSION STATUS", Route{SessionStatus: true}},
 	{"SHOW MASTER STATUS", Route{}},
 	{"SHOW SLAVE STATUS", Route{}},
 	{"SHOW ALL SLAVES STATUS", Route{}},

@@ -241,6 +241,11 @@ type Route struct {
 	// KillQuery is set for KILL QUERY <id> (KindKill): kill the running
 	// statement, not the connection.
 	KillQuery bool
+	// SessionStatus is set for SHOW [SESSION|LOCAL] STATUS [LIKE ...|WHERE
+	// ...]: some of its values (Ssl_cipher, Ssl_version, ...) describe the
+	// connection it runs on, which is the gateway's to the backend, not
+	// the client's.
+	SessionStatus bool
 	// SetsGlobal is set for a SET that assigns a GLOBAL (or PERSIST)
 	// variable or the GLOBAL TRANSACTION characteristics: sessions that
 	// start afterwards get the new value as their default, so connections

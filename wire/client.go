@@ -478,3 +478,76 @@ func (bc *BackendConn) isEnd(p []byte) bool {
 // SendNoReply sends a command that the server does not answer
 // (COM_STMT_CLOSE, COM_STMT_SEND_LONG_DATA).
 func (bc *BackendConn) SendNoReply(cmd []byte) error { return bc.WriteCommand(cmd) }
+
+// RawResult is the whole answer to a query, packet payloads as the server
+// sent them (see QueryRaw).
+type RawResult struct {
+	// Defs are the column definitions, Rows the text rows.
+	Defs, Rows [][]byte
+	// Status and Warnings are those of the final OK or EOF.
+	Status, Warnings uint16
+	// OK is set when the answer was an OK packet (no result set).
+	OK *OK
+}
+
+// ErrResultTooLarge is returned by QueryRaw for an answer of more rows
+// than it keeps.
+var ErrResultTooLarge = errors.New("wire: result larger than the caller keeps")
+
+// QueryRaw sends query (a COM_QUERY payload, command byte included) and
+// returns its answer, one result set or OK, with at most maxRows rows
+// (more fail with ErrResultTooLarge, after the answer is read to its
+// end). It is meant for the gateway's own small answers that it rewrites
+// before the client sees them; a server error comes back as *SQLError.
+func (bc *BackendConn) QueryRaw(cmd []byte, maxRows int) (*RawResult, error) {
+	if err := bc.WriteCommand(cmd); err != nil {
+		return nil, err
+	}
+	p, err := bc.ReadPacket()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case IsERR(p):
+		return nil, ParseERR(p)
+	case IsOK(p):
+		ok, _ := ParseOK(p)
+		return &RawResult{OK: &ok, Status: ok.Status, Warnings: ok.Warnings}, nil
+	}
+	n, _, good := readLenEnc(p)
+	if !good || n == 0 || n > 4096 {
+		return nil, ErrMalformed
+	}
+	res := &RawResult{Defs: make([][]byte, n)}
+	for i := range res.Defs {
+		if p, err = bc.ReadPacket(); err != nil {
+			return nil, err
+		}
+		res.Defs[i] = append([]byte(nil), p...)
+	}
+	if bc.Caps&CapDeprecateEOF == 0 {
+		if _, err := bc.ReadPacket(); err != nil { // the EOF after the definitions
+			return nil, err
+		}
+	}
+	tooMany := false
+	for {
+		if p, err = bc.ReadPacket(); err != nil {
+			return nil, err
+		}
+		switch {
+		case IsERR(p):
+			return nil, ParseERR(p)
+		case bc.isEnd(p):
+			res.Warnings, res.Status = endStatus(p)
+			if tooMany {
+				return nil, ErrResultTooLarge
+			}
+			return res, nil
+		case len(res.Rows) >= maxRows:
+			tooMany = true
+		default:
+			res.Rows = append(res.Rows, append([]byte(nil), p...))
+		}
+	}
+}
