@@ -191,7 +191,8 @@ func (ss *Session) kill(id uint64, query bool) error {
 	}
 	if target == ss {
 		if query {
-			return ss.writeOK(wire.OK{Status: ss.status})
+			// The KILL interrupts itself, as on MariaDB.
+			return ss.writeErr(wire.NewError(1317, "70100", "Query execution was interrupted"))
 		}
 		ss.writeErr(wire.NewError(1927, "70100", "Connection was killed"))
 		return errors.New("killed itself")

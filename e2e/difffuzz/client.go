@@ -282,7 +282,13 @@ func (rc *rawConn) readResultSet(first []byte, binaryRows bool) ([]record, bool,
 		if !wire.IsEOF(p) {
 			return []record{rawRecord("expected EOF after columns", p)}, false, wire.ErrMalformed
 		}
-		e := eofRecordMask("columns EOF", p, columnsEOFMask)
+		mask := columnsEOFMask
+		if !binaryRows {
+			// A text result has no cursor: MariaDB's flag there (a
+			// procedure's open cursor) means nothing to a client.
+			mask = 0
+		}
+		e := eofRecordMask("columns EOF", p, mask)
 		rs.colsEOF = &e
 	}
 	for rows := 0; ; rows++ {

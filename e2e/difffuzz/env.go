@@ -82,8 +82,8 @@ func (e *Env) Close() error {
 func (e *Env) Addr() string { return e.srv.Addr() }
 
 // schema returns the statements that give client c fresh databases:
-// fz<c> with tables t, parent, child, side and trg, procedures p_set and
-// p_sel, function f_set and a trigger on trg; fz<c>b with another table
+// fz<c> with tables t, parent, child, side and trg, procedures p_set,
+// p_sel and p_cur, function f_set and a trigger on trg; fz<c>b with another table
 // t. Auto-increment values start at a value of the client's own, so an id
 // that leaked from another client is recognisable.
 func schema(c int) []string {
@@ -104,6 +104,10 @@ func schema(c int) []string {
 		fmt.Sprintf("CREATE PROCEDURE %s.p_set(x INT) SET @from_proc = x", a),
 		fmt.Sprintf("CREATE PROCEDURE %s.p_sel() SELECT @from_proc AS from_proc", a),
 		fmt.Sprintf("CREATE FUNCTION %s.f_set(x INT) RETURNS INT DETERMINISTIC BEGIN SET @from_func = x; RETURN x + 1; END", a),
+		// A cursor open while a result set goes out: MariaDB flags it on
+		// the column definitions of a text CALL.
+		fmt.Sprintf("CREATE PROCEDURE %s.p_cur() BEGIN DECLARE v INT; DECLARE c CURSOR FOR SELECT id FROM %s.t ORDER BY id; "+
+			"OPEN c; FETCH c INTO v; SELECT id, v FROM %s.t ORDER BY id LIMIT 3; CLOSE c; END", a, a, a),
 		fmt.Sprintf("CREATE TABLE %s.t (id INT PRIMARY KEY, w VARCHAR(10)) ENGINE=InnoDB", b),
 		fmt.Sprintf("INSERT INTO %s.t VALUES (10, 'b-ten')", b),
 	}

@@ -181,6 +181,10 @@ func (g *gen) rule() {
 		{1, g.setOption},
 		{1, g.sleep},
 		{1, g.dropDB},
+		{2, g.xa},
+		{1, g.killSelf},
+		{1, g.setGlobal},
+		{1, g.sslStatus},
 	}
 	if g.opts.Kill {
 		rules = append(rules, rule{1, g.kill})
@@ -324,6 +328,49 @@ func (g *gen) dropDB() {
 	}
 }
 
+// xa runs a whole XA transaction (its connection must be closed, never
+// reset, afterwards): always ended, so no prepared XID outlives the phase.
+func (g *gen) xa() {
+	xid := fmt.Sprintf("'%s_xa%d'", g.db(), g.next())
+	g.add("xa", StepQuery, "XA START "+xid)
+	g.add("dml", StepQuery, g.dml())
+	g.add("xa", StepQuery, "XA END "+xid)
+	switch g.r.IntN(3) {
+	case 0:
+		g.add("xa", StepQuery, "XA PREPARE "+xid)
+		g.add("xa", StepQuery, g.pick("XA COMMIT ", "XA ROLLBACK ")+xid)
+	case 1:
+		g.add("xa", StepQuery, "XA COMMIT "+xid+" ONE PHASE")
+	default:
+		g.add("xa", StepQuery, "XA ROLLBACK "+xid)
+	}
+	// Not XA RECOVER: it lists every client's prepared XIDs.
+}
+
+// killSelf kills the client's own (idle) query: the gateway translates
+// CONNECTION_ID() to its own id, text and prepared.
+func (g *gen) killSelf() {
+	if g.r.IntN(2) == 0 {
+		g.add("kill-self", StepQuery, "KILL QUERY CONNECTION_ID()")
+		return
+	}
+	g.steps = append(g.steps, Step{Kind: StepPrepared, SQL: "KILL QUERY CONNECTION_ID()", Pause: g.pause(), Tag: "kill-self"})
+}
+
+// setGlobal sets a global variable to the value it has: nothing changes
+// for anyone, but the gateway resets its pooled connections before new
+// sessions use them.
+func (g *gen) setGlobal() {
+	g.add("set-global", StepQuery, "SET GLOBAL div_precision_increment = @@GLOBAL.div_precision_increment")
+	g.add("show-state", StepQuery, "SELECT @@div_precision_increment, 1/3")
+}
+
+// sslStatus reads session status that describes the client's own
+// connection (plain here: empty values).
+func (g *gen) sslStatus() {
+	g.add("ssl-status", StepQuery, g.pick("SHOW STATUS LIKE 'Ssl_cipher'", "SHOW SESSION STATUS LIKE 'Ssl_version'", "SHOW STATUS LIKE 'Ssl_c%'"))
+}
+
 func (g *gen) tempTable() {
 	name := g.pick("tmp1", "tmp2")
 	switch g.r.IntN(7) {
@@ -383,7 +430,7 @@ func (g *gen) routine() {
 	case 0, 1:
 		g.add("call", StepQuery, fmt.Sprintf("CALL %s(%d)", g.pick("p_set", g.db()+".p_set"), g.small()))
 	case 2:
-		g.add("call", StepQuery, "CALL p_sel()")
+		g.add("call", StepQuery, g.pick("CALL p_sel()", "CALL p_cur()"))
 	case 3:
 		g.add("function", StepQuery, fmt.Sprintf(g.pick("SELECT f_set(%d) AS f", "DO f_set(%d)"), g.small()))
 	case 4:

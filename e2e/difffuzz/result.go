@@ -27,7 +27,9 @@ const statusMask uint16 = 0xffff &^ (wire.StatusNoGoodIndexUsed | wire.StatusNoI
 
 // columnsEOFMask selects what is compared of the status of the EOF packet
 // that ends column definitions for a classic client: only
-// CURSOR_EXISTS, which tells the client that no rows follow. The gateway's
+// CURSOR_EXISTS, which tells the client that no rows follow, and only in
+// binary results (COM_STMT_EXECUTE): in a text result MariaDB sets it while
+// a procedure has a cursor open, and the rows follow all the same. The gateway's
 // backend connections use CLIENT_DEPRECATE_EOF (so that the session
 // trackers at the end of a result set reach it), and MariaDB sends no EOF
 // there: the gateway writes that EOF itself, before the rows, when the
