@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -81,5 +83,77 @@ func TestToClientError(t *testing.T) {
 	}
 	if toClientError(backend) != backend {
 		t.Error("backend errors must pass through unchanged")
+	}
+}
+
+// brokenConn is a backend socket whose writes fail: a connection that
+// died while it sat in the pool.
+type brokenConn struct{ nopConn }
+
+func (brokenConn) Write([]byte) (int, error) { return 0, errors.New("write: broken pipe") }
+
+// okServer returns one end of a pipe whose other end answers every
+// command with an OK packet.
+func okServer(t *testing.T) net.Conn {
+	client, server := net.Pipe()
+	t.Cleanup(func() { client.Close(); server.Close() })
+	go func() {
+		c := wire.NewConn(server, 1024, 1024)
+		for {
+			c.ResetSeq()
+			if _, err := c.ReadPacket(); err != nil {
+				return
+			}
+			if err := c.WritePacket(wire.AppendOK(nil, wire.OK{Status: wire.StatusAutocommit})); err != nil {
+				return
+			}
+			if err := c.Flush(); err != nil {
+				return
+			}
+		}
+	}()
+	return client
+}
+
+// TestSyncFailureMovesToAnotherConnection: a pooled connection that
+// breaks while it is brought in line with the session (its SET fails to
+// send) is replaced; the statement is served by another connection
+// instead of failing, since none of the client's statement was sent.
+func TestSyncFailureMovesToAnotherConnection(t *testing.T) {
+	ss := benchSession(t, 0)
+	be := ss.cluster.backend("fake:1")
+	dials := 0
+	p, err := pools.New(pools.Config[*backendConn]{
+		Name: "sync", Size: 4, MinIdle: -1,
+		Dial: func(context.Context) (*backendConn, error) {
+			dials++
+			var nc net.Conn = okServer(t)
+			if dials == 1 {
+				nc = brokenConn{}
+			}
+			return &backendConn{BackendConn: &wire.BackendConn{Conn: wire.NewConn(nc, 1024, 1024)}, be: be,
+				vars: map[string]string{}, multiStmt: true}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	be.pools.Store(&map[poolKey]*pools.Pool[*backendConn]{{}: p})
+	ss.vars["sql_mode"] = "'ANSI'"
+	ss.nextState()
+	route := ss.srv.classifier.Classify("SELECT 1")
+	conn, err := ss.backend(route, "", false)
+	if err != nil {
+		t.Fatalf("backend: %v; want another connection", err)
+	}
+	if _, broken := conn.Conn.NetConn().(brokenConn); broken {
+		t.Fatal("the broken connection serves the statement")
+	}
+	if dials != 2 {
+		t.Errorf("%d dials, want 2 (the broken connection, then its replacement)", dials)
+	}
+	if conn.vars["sql_mode"] != "'ANSI'" {
+		t.Errorf("the replacement's sql_mode: %q", conn.vars["sql_mode"])
 	}
 }
