@@ -322,7 +322,7 @@ func (c *cluster) tableColumns(ss *Session, table string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := p.Acquire(context.Background())
+	l, err := p.Acquire(ss.context())
 	if err != nil {
 		return nil, err
 	}

@@ -160,6 +160,8 @@ func (ss *Session) primaryBackend(snap *healthcheck.Snapshot, conf *config.Clust
 		}
 		ss.srv.health.Refresh()
 		select {
+		case <-ss.context().Done():
+			return nil, ss.context().Err()
 		case <-snap.Changed():
 			snap = ss.srv.health.Snapshot()
 		case <-timer.C:
@@ -189,6 +191,9 @@ func (ss *Session) causalWait(conn *backendConn, conf *config.Cluster) (ok bool,
 	}
 	q := "SELECT MASTER_GTID_WAIT('" + ss.lastGTID + "', " + strconv.FormatFloat(conf.CausalTimeout.Seconds(), 'f', 3, 64) + ")"
 	res := ""
+	// In flight like a statement: a forced close cuts the wait.
+	ss.inFlight.Store(conn)
+	defer ss.inFlight.Store(nil)
 	if err := conn.QueryRows(q, func(row [][]byte) {
 		if len(row) == 1 {
 			res = string(row[0])

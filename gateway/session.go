@@ -160,6 +160,11 @@ type Session struct {
 	// watch checks that the client is still there while a statement runs
 	// long (see checkClient).
 	watch *time.Timer
+	// ctx ends with the session, or when forceClose cuts it: every wait
+	// of the session (pool acquires, the wait for a primary, a causal
+	// wait) ends with it. cancel is ctx's.
+	ctx    context.Context
+	cancel context.CancelFunc
 	// failNoted is set once authFailed has counted a failed login of
 	// this connection.
 	failNoted bool
@@ -182,6 +187,8 @@ func (s *Server) serveConn(nc net.Conn, id uint32) {
 	if d := *s.cfg.WriteTimeout; d > 0 {
 		cw = writeDeadlineConn{Conn: nc, timeout: d}
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	ss := &Session{
 		srv:    s,
 		id:     id,
@@ -189,6 +196,8 @@ func (s *Server) serveConn(nc net.Conn, id uint32) {
 		client: wire.NewConn(cw, clientReadBuffer, clientWriteBuffer),
 		log:    s.log.With("conn_id", id, "client_addr", nc.RemoteAddr().String()),
 		status: wire.StatusAutocommit,
+		ctx:    ctx,
+		cancel: cancel,
 	}
 	ss.client.MaxPacket = s.cfg.MaxAllowedPacket
 	n := s.register(ss)
@@ -244,6 +253,15 @@ func (ss *Session) clientHost() string {
 	return host
 }
 
+// context is the session's context (a session built without one, in
+// unit tests, gets the background context).
+func (ss *Session) context() context.Context {
+	if ss.ctx == nil {
+		return context.Background()
+	}
+	return ss.ctx
+}
+
 // nextState gives the session a new state version after a change.
 func (ss *Session) nextState() { ss.stateID = ss.srv.stateIDs.Add(1) }
 
@@ -256,9 +274,14 @@ func (ss *Session) interruptIfIdle() {
 	}
 }
 
-// forceClose cuts the client connection and the statement in flight.
+// forceClose cuts the client connection and the statement in flight, and
+// ends the session's waits (for a pooled connection, a primary, a
+// replica's catch-up).
 func (ss *Session) forceClose() {
 	ss.cut.Store(true)
+	if ss.cancel != nil {
+		ss.cancel()
+	}
 	_ = ss.nc.Close()
 	if bc := ss.inFlight.Load(); bc != nil {
 		_ = bc.Close()
@@ -698,7 +721,7 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 		pool, err := be.poolFor(ss.poolKey())
 		var l *pools.Lease[*backendConn]
 		if err == nil {
-			l, err = pool.Acquire(context.Background())
+			l, err = pool.Acquire(ss.context())
 		}
 		if err != nil {
 			var de *pools.DialError
