@@ -137,6 +137,7 @@ func (ss *Session) captureDiag(conn *backendConn) error {
 	}
 	want := d.onConn
 	d.onConn = 0
+	ss.srv.metrics.diagCapture()
 	var vals [4][]byte
 	err := conn.QueryRows("SELECT ROW_COUNT(), FOUND_ROWS(), @@warning_count, @@error_count", func(row [][]byte) {
 		for i := range min(len(row), len(vals)) {
@@ -224,7 +225,9 @@ func (ss *Session) answerDiag(sql string, route querypath.Route) (handled bool, 
 		}
 	}
 	sp := startStatement()
+	sp.route, sp.outcome = routeLocal, outcomeOK
 	defer ss.srv.metrics.endStatement(&sp)
+	ss.srv.metrics.diagAnswer()
 	if r.Show == querypath.DiagShowWarnings || r.Show == querypath.DiagShowErrors {
 		return true, ss.showConditions(r, route)
 	}
@@ -274,7 +277,6 @@ func (ss *Session) answerDiag(sql string, route querypath.Route) (handled bool, 
 	if err := w.End(0); err != nil {
 		return true, err
 	}
-	ss.srv.metrics.statement(routeLocal, outcomeOK, 0)
 	return true, ss.client.Flush()
 }
 
@@ -330,7 +332,6 @@ func (ss *Session) showConditions(r querypath.DiagRead, route querypath.Route) e
 	}
 	d.rowCount = -1
 	d.onConn &^= diagRowCount
-	ss.srv.metrics.statement(routeLocal, outcomeOK, 0)
 	return ss.client.Flush()
 }
 

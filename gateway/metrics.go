@@ -140,6 +140,11 @@ type metrics struct {
 
 	disagreements [numDisagreeKinds]prometheus.Counter
 
+	// diagCaptures and diagAnswers count reads of a connection's
+	// ROW_COUNT(), FOUND_ROWS() and warnings before it goes back to the
+	// pool, and statements answered from the session's copy of them.
+	diagCaptures, diagAnswers prometheus.Counter
+
 	sampler *statusSampler
 }
 
@@ -190,7 +195,15 @@ func newMetrics(s *Server) *metrics {
 	for k := range numDisagreeKinds {
 		m.disagreements[k] = disagree.WithLabelValues(k.String())
 	}
-	m.reg.MustRegister(accepted, rejected, statements, latency, owner, disagree,
+	m.diagCaptures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "directgate_diagnostics_captures_total",
+		Help: "Queries the gateway ran to read what a statement left for ROW_COUNT(), FOUND_ROWS() and SHOW WARNINGS (after an error, warnings, a CALL, a batch, ...) before its connection went back to the pool; most statements say it in their answer and need none.",
+	})
+	m.diagAnswers = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "directgate_diagnostics_local_answers_total",
+		Help: "Reads of ROW_COUNT(), FOUND_ROWS(), @@warning_count or SHOW WARNINGS answered from the session's copy, because the connection that ran the previous statement had gone back to the pool.",
+	})
+	m.reg.MustRegister(accepted, rejected, statements, latency, owner, disagree, m.diagCaptures, m.diagAnswers,
 		&stateCollector{s: s, m: m},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -220,6 +233,20 @@ const (
 
 func (k disagreeKind) String() string {
 	return [...]string{"variable", "state_change", "next_transaction", "schema"}[k]
+}
+
+// diagCapture counts one read of a connection's diagnostics, diagAnswer
+// one statement answered from the session's copy.
+func (m *metrics) diagCapture() {
+	if m != nil {
+		m.diagCaptures.Inc()
+	}
+}
+
+func (m *metrics) diagAnswer() {
+	if m != nil {
+		m.diagAnswers.Inc()
+	}
 }
 
 // disagreement counts one classifier disagreement of kind k.
