@@ -51,9 +51,11 @@ func (ss *Session) comChangeUser(p []byte) error {
 		ss.log.Warn("change user refused: user connection limit", "user", user.User)
 		return ss.writeErr(e)
 	}
-	// A fresh session: the old one's connection is reset and released.
+	// A fresh session: the old one's connection is reset and released
+	// (what its last statement left dies with it: nothing to read back).
 	if ss.lease != nil {
 		ss.lease.Conn().dirty = true
+		ss.diag.onConn = 0
 		ss.releaseLease()
 	}
 	ss.setPins(0)

@@ -1014,8 +1014,14 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 		}
 		if !conn.tracked && res.Status&wire.StatusDBDropped != 0 {
 			// MariaDB flags every DROP DATABASE, also of another
-			// database than the current one: ask which one is current.
-			db, err := currentDatabase(conn)
+			// database than the current one: ask which one is current
+			// (after keeping what the DROP left, which the query would
+			// replace).
+			err := ss.captureDiag(conn)
+			var db string
+			if err == nil {
+				db, err = currentDatabase(conn)
+			}
 			if err != nil {
 				var sqlErr *wire.SQLError
 				if !errors.As(err, &sqlErr) {
@@ -1240,6 +1246,8 @@ func (ss *Session) applySet(conn *backendConn, vars []querypath.SetVar) pinSet {
 		}
 		value := strings.Clone(v.Value)
 		if !v.Literal {
+			// The read would replace what the SET left for FOUND_ROWS().
+			_ = ss.captureDiag(conn)
 			got, err := readVar(conn, v.Name)
 			if err != nil {
 				// Cannot replay it: keep the connection instead.
@@ -1300,7 +1308,7 @@ func (ss *Session) releaseLease() {
 	ss.lease = nil
 	ss.insertIDSynced = false
 	conn := l.Conn()
-	if conn.closed || conn.discard {
+	if conn.closed {
 		ss.insertIDPending, ss.gtidPending = false, false
 		ss.diag.lost()
 		l.Destroy()
@@ -1328,14 +1336,21 @@ func (ss *Session) releaseLease() {
 			ss.noteWrite(conn)
 		}
 	}
-	if conn.dirty {
+	switch {
+	case conn.discard:
+		// XA: closed, never reset (see querypath.PinXA).
+		l.Destroy()
+		return
+	case conn.dirty:
 		if err := conn.reset(); err != nil {
 			l.Destroy()
 			return
 		}
-	} else if err := conn.relaxTimeouts(); err != nil {
-		l.Destroy()
-		return
+	default:
+		if err := conn.relaxTimeouts(); err != nil {
+			l.Destroy()
+			return
+		}
 	}
 	l.Release()
 }
@@ -1367,6 +1382,7 @@ func (ss *Session) end() {
 	if ss.pins&^transientPins != 0 {
 		ss.lease.Conn().dirty = true
 	}
+	ss.diag.onConn = 0 // the session's diagnostics die with it: nothing to read back
 	ss.releaseLease()
 }
 
@@ -1413,6 +1429,7 @@ func (ss *Session) comSetOption(p []byte) error {
 func (ss *Session) comResetConnection() error {
 	if ss.lease != nil {
 		ss.lease.Conn().dirty = true
+		ss.diag.onConn = 0 // a fresh session: nothing to read back
 		ss.releaseLease()
 	}
 	ss.closeCursors()
