@@ -485,103 +485,35 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 	sp := startStatement()
 	defer ss.srv.metrics.endStatement(&sp)
 	ss.now = sp.start
-	avoid := ""
-	// held is the read-only error of a write being retried, lost the
-	// failure of a read being retried: what the client gets when the retry
-	// finds no backend.
-	var held, lost *wire.SQLError
-	for attempt := 0; ; attempt++ {
+	var sql []byte
+	if p[0] == wire.ComQuery {
+		sql = p[1:]
+	}
+	var rt retry
+	for {
 		pinned := ss.lease != nil
 		// A statement of a session holding state on its connection (not
 		// just the previous statement's result) is never retried.
-		retryable := attempt == 0 && ss.pins&^transientPins == 0
-		conn, err := ss.backend(route, avoid, lost != nil)
+		retryable := ss.retryable(&rt)
+		conn, err := ss.backend(route, rt.avoid, rt.lost != nil)
 		if err == nil {
-			var sql []byte
-			if p[0] == wire.ComQuery {
-				sql = p[1:]
-			}
 			err = ss.prepareStatement(conn, route, sql, pinned)
 		}
 		if err != nil {
-			var np *noPrimaryError
-			switch {
-			case held != nil && errors.As(err, &np):
-				// No other primary appeared: the backend's own answer.
-				return ss.writeErr(held)
-			case lost != nil:
-				return ss.writeErr(lost)
-			}
-			sp.failed(err)
-			return ss.writeErr(toClientError(err))
+			return ss.noConnection(&rt, &sp, err)
 		}
 		ss.relay.HoldReadOnly = retryable && ss.leaseRole == rolePrimary
 		ss.relay.Results = route.Statements
 		res, err := ss.exchange(conn, p, kind)
 		ss.relay.HoldReadOnly, ss.relay.Results = false, 0
 		sp.served(ss.leaseRole, res, err)
-		if err == nil && res.Held {
-			var retry bool
-			if retry, err = ss.heldReadOnly(conn, res); retry {
-				held, avoid = res.Err, conn.addr
-				continue
-			}
-		}
-		if err == nil {
-			var sql []byte
-			if p[0] == wire.ComQuery {
-				sql = p[1:]
-			}
-			return ss.afterStatement(conn, route, res, sql)
-		}
-		var ce *wire.ClientError
-		if errors.As(err, &ce) {
-			ss.dropLease()
-			return err
-		}
-		if ss.cut.Load() {
-			// The gateway cut this session (KILL, forced shutdown) and
-			// closed its backend connection: no backend failure, and
-			// the statement does not run again.
-			ss.dropLease()
-			ss.lostBackendState()
-			return err
-		}
-		var ns *notSentError
-		if errors.As(err, &ns) {
-			// The server never got the command: nothing ran, so any
-			// statement may go to a fresh connection, unless session
-			// state lived on this one.
-			lostState := pinned && ss.pins&^transientPins != 0
-			ss.dropLease()
-			if !lostState && attempt < 2 && !ss.srv.closing.Load() {
-				ss.log.Debug("backend connection closed before the statement was sent; using another", "backend", conn.addr, "error", err)
-				continue
-			}
-		}
-		// The backend connection broke.
-		ss.log.Warn("backend connection lost", "backend", conn.addr, "error", err)
-		conn.be.broke()
-		leaseRole := ss.leaseRole
-		ss.dropLease()
-		lostState := pinned && ss.pins&^transientPins != 0
-		ss.lostBackendState()
-		if res.Packets == 0 && retryable && route.Kind == querypath.KindRead && !ss.srv.closing.Load() {
-			if leaseRole == roleReplica {
-				avoid = conn.addr
-			}
-			lost = toClientError(backendLost(conn.addr, err))
+		switch out, err := ss.afterTry(&rt, conn, pinned, retryable, route, res, err, true); out {
+		case tryAgain:
 			continue
+		case tryOver:
+			return err
 		}
-		if werr := ss.writeErr(toClientError(backendLost(conn.addr, err))); werr != nil {
-			return werr
-		}
-		if lostState {
-			// The transaction or session state died with the backend
-			// connection; the client must not carry on as if it existed.
-			return errors.New("backend connection holding session state was lost")
-		}
-		return nil
+		return ss.afterStatement(conn, route, res, sql)
 	}
 }
 

@@ -239,18 +239,9 @@ func (ss *Session) statementFailed(conn *backendConn, err error) error {
 		ss.lostBackendState()
 		return err
 	}
-	ss.log.Warn("backend connection lost", "backend", conn.addr, "error", err)
-	conn.be.broke()
 	lostState := ss.pins&^transientPins != 0
-	ss.dropLease()
-	ss.lostBackendState()
-	if werr := ss.writeErr(toClientError(backendLost(conn.addr, err))); werr != nil {
-		return werr
-	}
-	if lostState {
-		return errors.New("backend connection holding session state was lost")
-	}
-	return nil
+	ss.backendBroke(conn, err)
+	return ss.tellLost(conn, err, lostState)
 }
 
 // lookupStmt finds the client's statement id in p[1:5].
@@ -313,22 +304,17 @@ func (ss *Session) comStmtExecute(p []byte) error {
 	sp := startStatement()
 	defer ss.srv.metrics.endStatement(&sp)
 	ss.now = sp.start
-	avoid := ""
-	var held *wire.SQLError
-	for attempt := 0; ; attempt++ {
+	sql := unsafe.Slice(unsafe.StringData(st.sql), len(st.sql))
+	var rt retry
+	for {
 		pinned := ss.lease != nil
-		retryable := attempt == 0 && ss.pins&^transientPins == 0
-		conn, err := ss.backend(route, avoid, false)
+		retryable := ss.retryable(&rt)
+		conn, err := ss.backend(route, rt.avoid, false)
 		if err == nil {
-			err = ss.prepareStatement(conn, route, unsafe.Slice(unsafe.StringData(st.sql), len(st.sql)), pinned)
+			err = ss.prepareStatement(conn, route, sql, pinned)
 		}
 		if err != nil {
-			var np *noPrimaryError
-			if held != nil && errors.As(err, &np) {
-				return ss.writeErr(held)
-			}
-			sp.failed(err)
-			return ss.writeErr(toClientError(err))
+			return ss.noConnection(&rt, &sp, err)
 		}
 		bid, err := ss.backendStmt(conn, st)
 		if err == nil {
@@ -342,42 +328,36 @@ func (ss *Session) comStmtExecute(p []byte) error {
 				st.resetLongData(ss)
 				return ss.writeErr(e)
 			}
-			if !pinned && attempt == 0 && !ss.srv.closing.Load() {
+			if !pinned && rt.attempt == 0 && !ss.srv.closing.Load() {
+				// The statement could not be prepared there: nothing
+				// ran, another connection serves.
 				ss.dropLease()
-				continue // nothing ran: try another connection
+				rt.again(retryNotSent)
+				continue
 			}
 			return ss.statementFailed(conn, &wire.BackendError{Err: err})
 		}
 		binary.LittleEndian.PutUint32(p[1:], bid)
 		ss.relay.HoldReadOnly = retryable && ss.leaseRole == rolePrimary
 		ss.relay.Cursor = flags&0x0f != 0
-		ss.execCall = isCall(unsafe.Slice(unsafe.StringData(st.sql), len(st.sql)))
+		ss.execCall = isCall(sql)
 		res, err := ss.exchange(conn, p, wire.ResponseQuery)
 		ss.relay.HoldReadOnly, ss.relay.Cursor, ss.execCall = false, false, false
 		sp.served(ss.leaseRole, res, err)
-		if err == nil && res.Held {
-			var retry bool
-			if retry, err = ss.heldReadOnly(conn, res); retry {
-				held, avoid = res.Err, conn.addr
-				continue
-			}
-		}
-		var ns *notSentError
-		if errors.As(err, &ns) && !pinned && attempt < 2 && !ss.cut.Load() && !ss.srv.closing.Load() {
-			// Nothing ran: the server never got the execute.
-			ss.dropLease()
-			continue
+		out, err := ss.afterTry(&rt, conn, pinned, retryable, route, res, err, false)
+		if out == tryAgain {
+			continue // the long data is sent again
 		}
 		st.resetLongData(ss)
-		if err != nil {
-			return ss.statementFailed(conn, err)
+		if out == tryOver {
+			return err
 		}
 		if res.CursorOpened {
 			st.cursor = true
 			ss.cursors++
 			ss.setPins(ss.pins | pinCursor)
 		}
-		return ss.afterStatement(conn, route, res, unsafe.Slice(unsafe.StringData(st.sql), len(st.sql)))
+		return ss.afterStatement(conn, route, res, sql)
 	}
 }
 
