@@ -42,7 +42,7 @@ type Server struct {
 
 	ln      net.Listener
 	group   *safego.Group
-	connIDs atomic.Uint32
+	connIDs acceptloop.IDs
 	// stateIDs numbers session states so a backend connection knows
 	// cheaply whether it already carries a session's state.
 	stateIDs atomic.Uint64
@@ -296,18 +296,12 @@ func (s *Server) Serve() error {
 // nextConnID returns a connection id unique among this gateway's live
 // sessions (ids wrap after 2^32 and skip 0 and ids in use).
 func (s *Server) nextConnID() uint32 {
-	for {
-		id := s.connIDs.Add(1)
-		if id == 0 {
-			continue
-		}
+	return s.connIDs.Next(func(id uint32) bool {
 		s.mu.Lock()
+		defer s.mu.Unlock()
 		_, used := s.sessions[id]
-		s.mu.Unlock()
-		if !used {
-			return id
-		}
-	}
+		return used
+	})
 }
 
 // learnGreeting waits briefly for discovery's first round and a first

@@ -78,7 +78,7 @@ type Owner struct {
 
 	mu       sync.Mutex
 	sessions map[uint32]*session
-	connIDs  atomic.Uint32
+	connIDs  acceptloop.IDs
 	closing  atomic.Bool
 	done     chan struct{}
 }
@@ -193,19 +193,15 @@ func (o *Owner) Serve() error {
 	})
 }
 
+// nextConnID returns a connection id unique among the owner's live
+// sessions.
 func (o *Owner) nextConnID() uint32 {
-	for {
-		id := o.connIDs.Add(1)
-		if id == 0 {
-			continue
-		}
+	return o.connIDs.Next(func(id uint32) bool {
 		o.mu.Lock()
+		defer o.mu.Unlock()
 		_, used := o.sessions[id]
-		o.mu.Unlock()
-		if !used {
-			return id
-		}
-	}
+		return used
+	})
 }
 
 // Reload applies a new configuration: the cluster's backends, backend

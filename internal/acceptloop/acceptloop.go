@@ -6,6 +6,7 @@ package acceptloop
 import (
 	"errors"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -45,4 +46,19 @@ func Run(ln net.Listener, log hclog.Logger, stopping func() bool, handle func(ne
 func temporary(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
+// IDs hands out connection ids (the MySQL handshake's thread id) that are
+// unique among a server's live connections: they wrap after 2^32 and skip
+// 0 and the ids inUse reports. The zero value is ready.
+type IDs struct{ last atomic.Uint32 }
+
+// Next returns the next id that inUse reports free.
+func (ids *IDs) Next(inUse func(uint32) bool) uint32 {
+	for {
+		id := ids.last.Add(1)
+		if id != 0 && !inUse(id) {
+			return id
+		}
+	}
 }

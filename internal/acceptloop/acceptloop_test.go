@@ -44,3 +44,13 @@ func TestRunRetriesTemporaryErrors(t *testing.T) {
 		t.Fatalf("Run while stopping = %v, want nil", err)
 	}
 }
+
+func TestIDsSkipZeroAndInUse(t *testing.T) {
+	var ids IDs
+	ids.last.Store(^uint32(0) - 1) // about to wrap
+	used := map[uint32]bool{1: true}
+	got := []uint32{ids.Next(func(id uint32) bool { return used[id] }), ids.Next(func(id uint32) bool { return used[id] })}
+	if got[0] != ^uint32(0) || got[1] != 2 {
+		t.Fatalf("ids %v, want [%d 2] (0 and the id in use skipped)", got, ^uint32(0))
+	}
+}
