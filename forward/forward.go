@@ -248,13 +248,13 @@ func (f *Forwarder) Stream(relay *wire.Relay, client *wire.Conn, db string, p []
 	c := l.Conn()
 	done := make(chan struct{})
 	defer close(done)
-	go func() {
+	f.group.Go("owner stream stop", func() {
 		select {
 		case <-stop:
 			_ = c.Close() // unblocks the relay
 		case <-done:
 		}
-	}()
+	})
 	if err := c.WriteCommand(p); err != nil {
 		return wire.Result{}, &OwnerError{Cluster: f.cfg.Cluster, Addr: f.cfg.Addr, Err: err}
 	}

@@ -118,7 +118,7 @@ func (ss *Session) streamOwner(p []byte) error {
 	stop := make(chan struct{})
 	var ending, clientGone atomic.Bool
 	watched := make(chan struct{})
-	go func() {
+	ss.srv.group.Go("stream client watch", func() {
 		defer close(watched)
 		var b [1]byte
 		// Through TLS when the client uses it (a byte of the raw socket
@@ -132,7 +132,7 @@ func (ss *Session) streamOwner(p []byte) error {
 		// interrupted it: end the stream.
 		clientGone.Store(!errors.Is(err, os.ErrDeadlineExceeded))
 		close(stop)
-	}()
+	})
 	ss.streaming.Store(true)
 	ss.relay.ClientCaps = ss.caps
 	ss.relay.OverrideTxn, ss.relay.TxnStatus = true, ss.status
