@@ -1342,14 +1342,10 @@ func (ss *Session) comSetOption(p []byte) error {
 	}
 	ss.multiStmt = p[1] == 0
 	ss.nextState()
-	if ss.caps&wire.CapDeprecateEOF != 0 {
-		var b [16]byte
-		if err := ss.client.WritePacket(append(b[:0], 0xfe, 0, 0, byte(ss.status), byte(ss.status>>8), 0, 0)); err != nil {
-			return err
-		}
-		return ss.client.Flush()
-	}
-	if err := ss.client.WritePacket(wire.AppendEOF(nil, 0, ss.status)); err != nil {
+	// MariaDB answers with an EOF packet (an OK packet with the EOF header
+	// for CLIENT_DEPRECATE_EOF clients).
+	var b [16]byte
+	if err := ss.client.WritePacket(wire.AppendResultEnd(b[:0], ss.caps, 0, ss.status)); err != nil {
 		return err
 	}
 	return ss.client.Flush()

@@ -371,10 +371,7 @@ func (ss *Session) prepareLocal(sql string, route querypath.Route) error {
 	ss.stmts[id] = &stmt{sql: sql, db: ss.db, route: route, local: true}
 	ss.stmtBytes += len(sql)
 	var b [12]byte
-	b[0] = 0 // OK
-	binary.LittleEndian.PutUint32(b[1:], id)
-	// columns, parameters, filler and warnings are all zero.
-	if err := ss.client.WritePacket(b[:]); err != nil {
+	if err := ss.client.WritePacket(wire.AppendPrepareOK(b[:0], id, 0, 0, 0)); err != nil {
 		return err
 	}
 	return ss.client.Flush()

@@ -124,3 +124,15 @@ func ParseEOF(p []byte) (warnings, status uint16) {
 	}
 	return 0, 0
 }
+
+// AppendPrepareOK appends the first packet of a COM_STMT_PREPARE answer:
+// the statement id, its column and parameter counts and a warning count.
+// The definitions of the parameters, then of the columns, follow it.
+func AppendPrepareOK(b []byte, id uint32, columns, params, warnings uint16) []byte {
+	b = append(b, okHeader)
+	b = binary.LittleEndian.AppendUint32(b, id)
+	b = binary.LittleEndian.AppendUint16(b, columns)
+	b = binary.LittleEndian.AppendUint16(b, params)
+	b = append(b, 0) // filler
+	return binary.LittleEndian.AppendUint16(b, warnings)
+}
