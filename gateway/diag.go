@@ -339,46 +339,14 @@ func (ss *Session) showConditions(r querypath.DiagRead, route querypath.Route) e
 // column definitions. It changes nothing the session can see on conn but
 // ROW_COUNT(), which becomes -1 as after SHOW WARNINGS.
 func showWarningsDefs(conn *backendConn) ([][]byte, error) {
-	if err := conn.WriteCommand(append([]byte{wire.ComQuery}, "SHOW WARNINGS LIMIT 0"...)); err != nil {
-		return nil, err
-	}
-	p, err := conn.ReadPacket()
+	raw, err := conn.QueryRaw(append([]byte{wire.ComQuery}, "SHOW WARNINGS LIMIT 0"...), 0)
 	if err != nil {
 		return nil, err
 	}
-	if wire.IsERR(p) {
-		return nil, wire.ParseERR(p)
-	}
-	n, _, ok := wire.ReadLenEncInt(p)
-	if !ok || n == 0 || n > 16 {
+	if len(raw.Defs) == 0 {
 		return nil, wire.ErrMalformed
 	}
-	defs := make([][]byte, n)
-	for i := range defs {
-		if defs[i], err = conn.ReadPacket(); err != nil {
-			return nil, err
-		}
-		defs[i] = clone(defs[i])
-	}
-	// Then, for a classic connection, the EOF after the definitions; then
-	// no rows and the end.
-	ends := 1
-	if conn.Caps&wire.CapDeprecateEOF == 0 {
-		ends = 2
-	}
-	for ends > 0 {
-		p, err := conn.ReadPacket()
-		if err != nil {
-			return nil, err
-		}
-		if wire.IsERR(p) {
-			return nil, wire.ParseERR(p)
-		}
-		if len(p) > 0 && p[0] == 0xfe {
-			ends--
-		}
-	}
-	return defs, nil
+	return raw.Defs, nil
 }
 
 // inTransaction asks conn whether a transaction is open, keeping what the
