@@ -16,13 +16,13 @@ import (
 // and gives it a fresh session. A refused login keeps the old session, as
 // MariaDB does.
 func (ss *Session) comChangeUser(p []byte) error {
-	req, err := parseChangeUser(p, ss.caps)
+	req, err := wire.ParseChangeUser(p, ss.caps)
 	if err != nil {
 		ss.writeErr(wire.NewError(erMalformedPacket, "08S01", "Malformed communication packet"))
 		return err
 	}
-	user, known := ss.srv.user(req.user)
-	plugin, answer := req.plugin, req.auth
+	user, known := ss.srv.user(req.User)
+	plugin, answer := req.Plugin, req.Auth
 	if ss.caps&wire.CapPluginAuth == 0 || plugin == "" {
 		plugin = wire.NativePassword
 	}
@@ -38,14 +38,14 @@ func (ss *Session) comChangeUser(p []byte) error {
 			return err
 		}
 	}
-	ok, err := ss.checkPassword(plugin, req.user, ss.salt, answer, user, known)
+	ok, err := ss.checkPassword(plugin, req.User, ss.salt, answer, user, known)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		ss.log.Warn("change user refused", "user", req.user)
+		ss.log.Warn("change user refused", "user", req.User)
 		ss.authFailed()
-		return ss.writeErr(accessDenied(ss, req.user, len(answer) > 0))
+		return ss.writeErr(accessDenied(ss, req.User, len(answer) > 0))
 	}
 	if e := ss.srv.admitUser(ss, user); e != nil {
 		ss.log.Warn("change user refused: user connection limit", "user", user.User)
@@ -64,72 +64,17 @@ func (ss *Session) comChangeUser(p []byte) error {
 	ss.owner.Store(&user.User)
 	ss.cluster = ss.srv.clusters[user.Cluster]
 	ss.replica = nil
-	if req.collation != 0 {
-		ss.collation = req.collation
+	if req.Collation != 0 {
+		ss.collation = req.Collation
 	}
 	ss.resetState()
-	if req.db != "" {
-		if err := ss.connectDB(req.db); err != nil {
+	if req.DB != "" {
+		if err := ss.connectDB(req.DB); err != nil {
 			return ss.writeErr(toClientError(err))
 		}
 	}
 	ss.log.Debug("changed user", "user", user.User, "db", ss.db)
 	return ss.writeOK(wire.OK{Status: ss.status})
-}
-
-// changeUserRequest is the content of COM_CHANGE_USER.
-type changeUserRequest struct {
-	user, db, plugin string
-	auth             []byte
-	collation        byte
-}
-
-func parseChangeUser(p []byte, caps uint32) (changeUserRequest, error) {
-	var r changeUserRequest
-	rest := p[1:]
-	cstr := func() (string, bool) {
-		for i, c := range rest {
-			if c == 0 {
-				s := string(rest[:i])
-				rest = rest[i+1:]
-				return s, true
-			}
-		}
-		return "", false
-	}
-	var ok bool
-	if r.user, ok = cstr(); !ok {
-		return r, wire.ErrMalformed
-	}
-	if caps&wire.CapSecureConnection != 0 {
-		if len(rest) < 1 || len(rest) < 1+int(rest[0]) {
-			return r, wire.ErrMalformed
-		}
-		r.auth = append([]byte(nil), rest[1:1+int(rest[0])]...)
-		rest = rest[1+int(rest[0]):]
-	} else {
-		s, ok := cstr()
-		if !ok {
-			return r, wire.ErrMalformed
-		}
-		r.auth = []byte(s)
-	}
-	if len(rest) == 0 {
-		return r, nil
-	}
-	if r.db, ok = cstr(); !ok {
-		r.db, rest = string(rest), nil
-	}
-	if len(rest) >= 2 {
-		r.collation = rest[0]
-		rest = rest[2:]
-	}
-	if caps&wire.CapPluginAuth != 0 && len(rest) > 0 {
-		if r.plugin, ok = cstr(); !ok {
-			r.plugin = string(rest)
-		}
-	}
-	return r, nil
 }
 
 // resetState forgets everything the session set: variables, prepared
@@ -166,11 +111,11 @@ func accessDenied(ss *Session, user string, withPassword bool) *wire.SQLError {
 
 // comProcessKill is COM_PROCESS_KILL: KILL CONNECTION with a gateway id.
 func (ss *Session) comProcessKill(p []byte) error {
-	if len(p) < 5 {
+	id, ok := wire.ParseProcessKill(p)
+	if !ok {
 		return ss.writeErr(wire.NewError(erMalformedPacket, "08S01", "Malformed communication packet"))
 	}
-	id := uint64(p[1]) | uint64(p[2])<<8 | uint64(p[3])<<16 | uint64(p[4])<<24
-	return ss.kill(id, false)
+	return ss.kill(uint64(id), false)
 }
 
 // kill ends another session (KILL [CONNECTION] id) or its running

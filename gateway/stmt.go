@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"encoding/binary"
 	"errors"
 	"sort"
 	"strings"
@@ -124,7 +123,7 @@ func (ss *Session) backendStmt(conn *backendConn, st *stmt) (uint32, error) {
 			}
 		}
 		delete(conn.stmts, oldKey)
-		if err := conn.SendNoReply(appendStmtCmd(nil, wire.ComStmtClose, oldest.id)); err != nil {
+		if err := conn.SendNoReply(wire.AppendStmtCommand(nil, wire.ComStmtClose, oldest.id)); err != nil {
 			return 0, err
 		}
 	}
@@ -154,11 +153,6 @@ func (ss *Session) backendStmt(conn *backendConn, st *stmt) (uint32, error) {
 	}
 	conn.stmts[key] = &connStmt{id: id, lastUse: conn.useClock}
 	return id, nil
-}
-
-func appendStmtCmd(b []byte, cmd byte, id uint32) []byte {
-	b = append(b, cmd)
-	return binary.LittleEndian.AppendUint32(b, id)
 }
 
 // comStmtPrepare prepares a statement on a backend connection, relays the
@@ -246,10 +240,10 @@ func (ss *Session) statementFailed(conn *backendConn, err error) error {
 
 // lookupStmt finds the client's statement id in p[1:5].
 func (ss *Session) lookupStmt(p []byte, cmdName string) (*stmt, uint32, *wire.SQLError) {
-	if len(p) < 5 {
+	id, ok := wire.StmtCommandID(p)
+	if !ok {
 		return nil, 0, wire.NewError(erMalformedPacket, "08S01", "Malformed communication packet")
 	}
-	id := binary.LittleEndian.Uint32(p[1:])
 	st := ss.stmts[id]
 	if st == nil {
 		return nil, id, wire.NewError(1243, "HY000", "Unknown prepared statement handler (%d) given to %s", id, cmdName)
@@ -275,7 +269,7 @@ func (ss *Session) comStmtExecute(p []byte) error {
 		st.resetLongData(ss)
 		return ss.writeErr(wire.NewError(erNetPacketTooLarg, "08S01", "Parameter data sent with COM_STMT_SEND_LONG_DATA is larger than max_allowed_packet (%d)", ss.srv.cfg.MaxAllowedPacket))
 	}
-	flags := p[5]
+	flags := wire.ExecuteFlags(p)
 	// Remember the parameter types when the client sends them; send them
 	// on every execute.
 	if n := int(st.params); n > 0 {
@@ -337,7 +331,7 @@ func (ss *Session) comStmtExecute(p []byte) error {
 			}
 			return ss.statementFailed(conn, &wire.BackendError{Err: err})
 		}
-		binary.LittleEndian.PutUint32(p[1:], bid)
+		wire.SetStmtCommandID(p, bid)
 		ss.relay.HoldReadOnly = retryable && ss.leaseRole == rolePrimary
 		ss.relay.Cursor = flags&0x0f != 0
 		ss.execCall = isCall(sql)
@@ -380,11 +374,7 @@ func (ss *Session) prepareLocal(sql string, route querypath.Route) error {
 // sendLongData replays the statement's pending long data on conn.
 func (ss *Session) sendLongData(conn *backendConn, st *stmt, bid uint32) error {
 	for _, ld := range st.longData {
-		b := make([]byte, 0, 7+len(ld.data))
-		b = appendStmtCmd(b, wire.ComStmtSendLongData, bid)
-		b = binary.LittleEndian.AppendUint16(b, ld.param)
-		b = append(b, ld.data...)
-		if err := conn.SendNoReply(b); err != nil {
+		if err := conn.SendNoReply(wire.AppendSendLongData(nil, bid, ld.param, ld.data)); err != nil {
 			return err
 		}
 	}
@@ -401,11 +391,10 @@ func (st *stmt) resetLongData(ss *Session) {
 // The command has no answer.
 func (ss *Session) comStmtSendLongData(p []byte) error {
 	st, _, sqlErr := ss.lookupStmt(p, "mysqld_stmt_send_long_data")
-	if sqlErr != nil || len(p) < 7 {
+	_, param, data, ok := wire.ParseSendLongData(p)
+	if sqlErr != nil || !ok {
 		return nil // MariaDB reports nothing either; the execute will fail
 	}
-	param := binary.LittleEndian.Uint16(p[5:])
-	data := p[7:]
 	if st.longSize+len(data) > ss.srv.cfg.MaxAllowedPacket || ss.stmtBytes+len(data) > maxSessionStmtBytes {
 		st.tooLong = true
 		return nil
@@ -453,7 +442,7 @@ func (ss *Session) closeCursor(st *stmt) {
 	if ss.lease != nil {
 		conn := ss.lease.Conn()
 		if cs, ok := conn.stmts[ss.stmtKey(st)]; ok {
-			if _, err := conn.SimpleCommand(appendStmtCmd(nil, wire.ComStmtReset, cs.id)); err != nil {
+			if _, err := conn.SimpleCommand(wire.AppendStmtCommand(nil, wire.ComStmtReset, cs.id)); err != nil {
 				var e *wire.SQLError
 				if !errors.As(err, &e) {
 					ss.dropLease()
@@ -493,7 +482,7 @@ func (ss *Session) comStmtFetch(p []byte) error {
 	if !ok {
 		return ss.writeErr(wire.NewError(1421, "HY000", "The statement (%d) has no open cursor.", id))
 	}
-	binary.LittleEndian.PutUint32(p[1:], cs.id)
+	wire.SetStmtCommandID(p, cs.id)
 	res, err := ss.exchange(conn, p, wire.ResponseFetch)
 	if err != nil {
 		return ss.statementFailed(conn, err)
