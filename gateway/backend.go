@@ -585,13 +585,17 @@ func (bc *backendConn) reset() error {
 		return err
 	}
 	bc.forgetSession(unknownDB)
+	if err := bc.enableTrackers(); err != nil {
+		return err
+	}
 	if bc.globals != globals {
 		// The reset session took the server's new globals: read the
-		// defaults the gateway follows again.
+		// defaults the gateway follows again (a statement of its own:
+		// the connection may have multi-statements off).
 		bc.globals = globals
-		return c.initSession(bc)
+		return c.readDefaults(bc)
 	}
-	return bc.enableTrackers()
+	return nil
 }
 
 // shortWaitTimeout is the wait_timeout (seconds) below which a session's

@@ -260,6 +260,9 @@ func (ss *Session) runLocal(route querypath.Route) (handled bool, err error) {
 	}
 	start := time.Now() // only local statements pay for this clock read
 	if route.Kind == querypath.KindKill {
+		// A KILL that succeeds leaves ROW_COUNT() at 0 (an error, written
+		// with writeErr, leaves -1) and, using no table, the warnings.
+		ss.diag.rowCount, ss.diag.onConn = 0, ss.diag.onConn&^diagRowCount
 		err = ss.kill(killTarget(ss, route), route.KillQuery)
 	} else {
 		err = ss.showGateway(route.Table)

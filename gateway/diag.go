@@ -70,6 +70,16 @@ func (d *diagnostics) lost() {
 	d.onConn = 0
 }
 
+// localError records an error the gateway answered itself (a KILL it
+// refused, a backend it could not reach) as what the statement left: SHOW
+// WARNINGS shows it and ROW_COUNT() is -1, as after an error of MariaDB's.
+func (d *diagnostics) localError(e *wire.SQLError) {
+	d.rowCount = -1
+	d.onConn &^= diagRowCount | diagWarnings
+	d.setWarnings(1, 1)
+	d.conds = append(d.conds, [3][]byte{[]byte("Error"), strconv.AppendUint(nil, uint64(e.Code), 10), []byte(e.Message)})
+}
+
 func (d *diagnostics) setWarnings(warnings, errs uint64) {
 	d.warnCount, d.errCount = warnings, errs
 	clear(d.conds)

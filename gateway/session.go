@@ -401,6 +401,7 @@ func (ss *Session) dispatch(p []byte) error {
 // writeErr sends an ERR packet and flushes. The error it returns is the
 // client's write failure, if any.
 func (ss *Session) writeErr(e *wire.SQLError) error {
+	ss.diag.localError(e)
 	if err := ss.client.WritePacket(wire.AppendERR(nil, e)); err != nil {
 		return err
 	}

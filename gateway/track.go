@@ -19,8 +19,7 @@ const trackerSQL = "SET SESSION session_track_schema = ON, session_track_state_c
 // loginSQL runs once on every new backend connection: it reads the
 // server's defaults that the gateway must honour for clients (the packet
 // limit, the trackers a client gets by default), then turns the trackers on.
-const loginSQL = "SELECT @@max_allowed_packet, @@session_track_schema, @@session_track_state_change, " +
-	"@@session_track_system_variables, @@session_track_transaction_info; " + trackerSQL
+const loginSQL = defaultsSQL + "; " + trackerSQL
 
 // backendDefaults are what a cluster's backends gave a fresh session.
 type backendDefaults struct {
@@ -35,17 +34,7 @@ type backendDefaults struct {
 // trackers (it refuses the SET) leaves the connection untracked: the
 // classifier alone then decides.
 func (c *cluster) initSession(bc *backendConn) error {
-	var d backendDefaults
-	err := bc.QueryRows(loginSQL, func(row [][]byte) {
-		if len(row) != 5 {
-			return
-		}
-		d.maxPacket, _ = strconv.Atoi(string(row[0]))
-		d.trackers = &wire.TrackFilter{}
-		for i, name := range [...]string{"session_track_schema", "session_track_state_change", "session_track_system_variables", "session_track_transaction_info"} {
-			d.trackers = d.trackers.With(name, string(row[i+1]))
-		}
-	})
+	d, err := parseDefaults(bc, loginSQL)
 	var sqlErr *wire.SQLError
 	switch {
 	case err == nil:
@@ -59,6 +48,44 @@ func (c *cluster) initSession(bc *backendConn) error {
 		c.defaults.Store(&d)
 	}
 	return nil
+}
+
+// defaultsSQL reads what loginSQL reads, alone.
+const defaultsSQL = "SELECT @@max_allowed_packet, @@session_track_schema, @@session_track_state_change, " +
+	"@@session_track_system_variables, @@session_track_transaction_info"
+
+// readDefaults reads the server's defaults again on bc, a connection
+// whose session was just reset (after a SET GLOBAL).
+func (c *cluster) readDefaults(bc *backendConn) error {
+	d, err := parseDefaults(bc, defaultsSQL)
+	var sqlErr *wire.SQLError
+	switch {
+	case errors.As(err, &sqlErr):
+		return nil // nothing to follow
+	case err != nil:
+		return err
+	}
+	if d.trackers != nil {
+		c.defaults.Store(&d)
+	}
+	return nil
+}
+
+// parseDefaults runs q, which starts with defaultsSQL's SELECT, and reads
+// its row.
+func parseDefaults(bc *backendConn, q string) (backendDefaults, error) {
+	var d backendDefaults
+	err := bc.QueryRows(q, func(row [][]byte) {
+		if len(row) != 5 {
+			return
+		}
+		d.maxPacket, _ = strconv.Atoi(string(row[0]))
+		d.trackers = &wire.TrackFilter{}
+		for i, name := range [...]string{"session_track_schema", "session_track_state_change", "session_track_system_variables", "session_track_transaction_info"} {
+			d.trackers = d.trackers.With(name, string(row[i+1]))
+		}
+	})
+	return d, err
 }
 
 // enableTrackers turns the trackers on again after a reset.
