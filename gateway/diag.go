@@ -91,9 +91,20 @@ func (d *diagnostics) setWarnings(warnings, errs uint64) {
 // an execute. It reads sql only as far as it must (the first two words of
 // a read; a write whole) and does not allocate.
 func (d *diagnostics) afterStatement(sql []byte, route querypath.Route, res wire.Result) {
-	if res.Err != nil || sql == nil || route.MultiStatement || res.CursorOpened || isCall(sql) {
-		// An error, a batch, a procedure: the server knows.
+	if sql == nil || route.MultiStatement || res.CursorOpened || isCall(sql) {
+		// A batch, a procedure, another command: the server knows.
 		d.onConn = diagAll
+		return
+	}
+	if res.Err != nil {
+		// ROW_COUNT() is -1 after an error, the conditions are on the
+		// connection, and FOUND_ROWS() is as it was unless rows were on
+		// their way (MariaDB sets it when a SELECT ends).
+		d.rowCount = -1
+		d.onConn = d.onConn&^diagRowCount | diagWarnings
+		if res.HadResultSet {
+			d.onConn |= diagFoundRows
+		}
 		return
 	}
 	text := unsafe.String(unsafe.SliceData(sql), len(sql))
