@@ -1009,9 +1009,12 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 			}
 		}
 		pins |= add
-		if route.ImplicitCommit && ss.status&wire.StatusInTrans != 0 && !conn.closed && !closesConnection(res.Err.Code) {
-			// The statement may have committed the transaction before
-			// it failed (DROP TABLE of a missing table does): ask.
+		// The statement may have committed the transaction before it
+		// failed (DROP TABLE of a missing table does), or, with autocommit
+		// off, opened one (a statement that opened a table): ask.
+		mayEnd := route.ImplicitCommit && ss.status&wire.StatusInTrans != 0
+		mayStart := ss.status&wire.StatusAutocommit == 0 && ss.status&wire.StatusInTrans == 0
+		if (mayEnd || mayStart) && !conn.closed && !closesConnection(res.Err.Code) {
 			in, err := ss.inTransaction(conn)
 			if err != nil {
 				ss.log.Warn("backend connection lost", "backend", conn.addr, "error", err)
@@ -1020,7 +1023,10 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 				ss.lostBackendState()
 				return errors.New("backend connection holding session state was lost")
 			}
-			if !in {
+			if in {
+				ss.status |= wire.StatusInTrans
+				pins |= pinTxn
+			} else {
 				ss.status &^= wire.StatusInTrans | wire.StatusInTransReadonly
 				pins &^= pinTxn
 			}
