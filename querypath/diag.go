@@ -401,8 +401,13 @@ func StatementDiag(sql string) DiagEffect {
 		e.KeepsFoundRows = !hasSelect
 		e.UsesTables = hasFrom
 	case kwEq(first, "USE"), kwEq(first, "BEGIN"), kwEq(first, "START"), kwEq(first, "COMMIT"),
-		kwEq(first, "ROLLBACK"), kwEq(first, "SAVEPOINT"), kwEq(first, "RELEASE"):
+		kwEq(first, "ROLLBACK"), kwEq(first, "SAVEPOINT"), kwEq(first, "RELEASE"),
+		kwEq(first, "DEALLOCATE"), kwEq(first, "DROP") && kwEq(second, "PREPARE"):
 		e.KeepsFoundRows = true
+	case kwEq(first, "PREPARE"):
+		// Nothing runs; the statement's tables are opened to check it.
+		e.KeepsFoundRows = true
+		e.UsesTables = preparedUsesTables(sql)
 	case kwEq(first, "INSERT"), kwEq(first, "REPLACE"):
 		e.KeepsFoundRows = !hasSelect
 		e.UsesTables = true
@@ -416,4 +421,24 @@ func StatementDiag(sql string) DiagEffect {
 		e.UsesTables = true
 	}
 	return e
+}
+
+// preparedUsesTables reports whether PREPARE name FROM 'text' prepares a
+// statement that uses tables; true when the text is not a literal.
+func preparedUsesTables(sql string) bool {
+	l := lexer{s: sql}
+	for t := l.next(); t.kind != tkEOF; t = l.next() {
+		if t.kind == tkIdent && kwEq(sql[t.start:t.end], "FROM") {
+			s := l.next()
+			if s.kind != tkString {
+				return true
+			}
+			inner, ok := unquoteString(sql[s.start:s.end], false)
+			if !ok {
+				return true
+			}
+			return StatementDiag(inner).UsesTables
+		}
+	}
+	return true
 }

@@ -80,6 +80,11 @@ func TestStatementDiag(t *testing.T) {
 		{"DELETE FROM t USING t, u WHERE t.id = u.id", tables},
 		{"EXPLAIN SELECT 1", tables},
 		{"CREATE TABLE c AS SELECT 1", tables},
+		{"PREPARE s FROM 'SELECT ? AS p, @v1 AS v1'", keeps},
+		{"PREPARE s FROM 'SELECT * FROM t'", keepsTables},
+		{"PREPARE s FROM @q", keepsTables},
+		{"DEALLOCATE PREPARE s", keeps},
+		{"DROP PREPARE s", keeps},
 		{"", DiagEffect{}},
 	} {
 		if got := StatementDiag(tc.sql); got != tc.want {
