@@ -370,22 +370,24 @@ func showWarningsDefs(conn *backendConn) ([][]byte, error) {
 	return raw.Defs, nil
 }
 
-// inTransaction asks conn whether a transaction is open, keeping what the
-// previous statement left for the session first (the query would replace
-// FOUND_ROWS()). A non-nil error is a broken connection.
-func (ss *Session) inTransaction(conn *backendConn) (bool, error) {
+// inTransaction asks conn whether a transaction is open and whether it is
+// read-only, keeping what the previous statement left for the session first
+// (the query would replace FOUND_ROWS()). A non-nil error is a broken
+// connection.
+func (ss *Session) inTransaction(conn *backendConn) (in, readOnly bool, err error) {
 	if err := ss.captureDiag(conn); err != nil {
-		return false, err
+		return false, false, err
 	}
-	var v []byte
-	err := conn.QueryRows("SELECT @@in_transaction", func(row [][]byte) {
-		if len(row) == 1 {
+	var v, ro []byte
+	err = conn.QueryRows("SELECT @@in_transaction, @@tx_read_only", func(row [][]byte) {
+		if len(row) == 2 {
 			v = append(v[:0], row[0]...)
+			ro = append(ro[:0], row[1]...)
 		}
 	})
 	var sqlErr *wire.SQLError
 	if errors.As(err, &sqlErr) {
-		return true, nil
+		return true, false, nil
 	}
-	return string(v) == "1", err
+	return string(v) == "1", string(ro) == "1", err
 }

@@ -1015,7 +1015,7 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 		mayEnd := route.ImplicitCommit && ss.status&wire.StatusInTrans != 0
 		mayStart := ss.status&wire.StatusAutocommit == 0 && ss.status&wire.StatusInTrans == 0
 		if (mayEnd || mayStart) && !conn.closed && !closesConnection(res.Err.Code) {
-			in, err := ss.inTransaction(conn)
+			in, readOnly, err := ss.inTransaction(conn)
 			if err != nil {
 				ss.log.Warn("backend connection lost", "backend", conn.addr, "error", err)
 				conn.be.broke()
@@ -1025,6 +1025,9 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 			}
 			if in {
 				ss.status |= wire.StatusInTrans
+				if readOnly {
+					ss.status |= wire.StatusInTransReadonly
+				}
 				pins |= pinTxn
 			} else {
 				ss.status &^= wire.StatusInTrans | wire.StatusInTransReadonly
