@@ -110,7 +110,7 @@ func (g *addrGuard) sweep(now time.Time) {
 // session's client and, once its address has failed more than
 // auth_failure_limit times within a minute, waits auth_failure_delay.
 // Call it before writing the access denied error, so a guessing client
-// gets each answer late; serveConn calls it after a handshake refused
+// gets each answer late; Serve calls it after a handshake refused
 // without it.
 func (ss *Session) authFailed() {
 	ss.failNoted = true

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
 )
@@ -18,7 +19,7 @@ import (
 func (ss *Session) comChangeUser(p []byte) error {
 	req, err := wire.ParseChangeUser(p, ss.caps)
 	if err != nil {
-		ss.writeErr(wire.NewError(erMalformedPacket, "08S01", "Malformed communication packet"))
+		ss.writeErr(wire.NewError(mysqlserver.ErMalformedPacket, "08S01", "Malformed communication packet"))
 		return err
 	}
 	user, known := ss.srv.user(req.User)
@@ -106,14 +107,14 @@ func accessDenied(ss *Session, user string, withPassword bool) *wire.SQLError {
 	if withPassword {
 		using = "YES"
 	}
-	return wire.NewError(erAccessDenied, "28000", "Access denied for user '%s'@'%s' (using password: %s)", user, ss.clientHost(), using)
+	return wire.NewError(mysqlserver.ErAccessDenied, "28000", "Access denied for user '%s'@'%s' (using password: %s)", user, ss.clientHost(), using)
 }
 
 // comProcessKill is COM_PROCESS_KILL: KILL CONNECTION with a gateway id.
 func (ss *Session) comProcessKill(p []byte) error {
 	id, ok := wire.ParseProcessKill(p)
 	if !ok {
-		return ss.writeErr(wire.NewError(erMalformedPacket, "08S01", "Malformed communication packet"))
+		return ss.writeErr(wire.NewError(mysqlserver.ErMalformedPacket, "08S01", "Malformed communication packet"))
 	}
 	return ss.kill(uint64(id), false)
 }
@@ -126,9 +127,7 @@ func (ss *Session) comProcessKill(p []byte) error {
 func (ss *Session) kill(id uint64, query bool) error {
 	var target *Session
 	if id <= math.MaxUint32 {
-		ss.srv.mu.Lock()
-		target = ss.srv.sessions[uint32(id)]
-		ss.srv.mu.Unlock()
+		target = ss.srv.session(uint32(id))
 	}
 	if target == nil {
 		return ss.writeErr(wire.NewError(1094, "HY000", "Unknown thread id: %d", id))
@@ -148,7 +147,7 @@ func (ss *Session) kill(id uint64, query bool) error {
 	if !query {
 		// Close first, so the target's client gets no error packet from
 		// the interrupted statement.
-		target.forceClose()
+		target.ForceClose()
 	}
 	if err := ss.killBackendQuery(bc); err != nil {
 		return ss.writeErr(toClientError(err))
@@ -237,7 +236,7 @@ func (ss *Session) refuseKill(route querypath.Route) (handled bool, err error) {
 		return false, nil
 	}
 	ss.srv.metrics.statement(routeLocal, outcomeFailed, 0)
-	return true, ss.writeErr(wire.NewError(erNotSupportedYet, "42000",
+	return true, ss.writeErr(wire.NewError(mysqlserver.ErNotSupportedYet, "42000",
 		"This version of MariaDB doesn't yet support 'KILL inside a batch, a PREPARE or an expression through the gateway': send KILL [CONNECTION|QUERY] <id> as a statement of its own, with the id a number (the gateway's connection id: CONNECTION_ID() in the victim's session, SHOW GATEWAY SESSIONS) or CONNECTION_ID()"))
 }
 

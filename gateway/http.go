@@ -36,7 +36,7 @@ func (s *Server) HTTPHandler() http.Handler {
 		})
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if s.closing.Load() {
+		if s.closing() {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
 		}

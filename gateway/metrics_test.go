@@ -23,6 +23,7 @@ import (
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/forward"
 	"github.com/directgate/directgate/healthcheck"
+	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/pools"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
@@ -78,7 +79,8 @@ func newStatusFixture(t testing.TB, addrs ...string) *statusFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &Server{cfg: cfg, classifier: cl, log: hclog.NewNullLogger(), clusters: map[string]*cluster{}, sessions: map[uint32]*Session{}}
+	srv := &Server{cfg: cfg, classifier: cl, log: hclog.NewNullLogger(), clusters: map[string]*cluster{}}
+	srv.front = mysqlserver.New(srv, srv.log)
 	srv.metrics = newMetrics(srv)
 	c := &cluster{name: "main", log: srv.log}
 	c.conf.Store(&cfg.Clusters[0])
@@ -130,8 +132,7 @@ func addSession(t testing.TB, srv *Server, id uint32, user string, inTxn bool, p
 	if sticky := pins &^ transientPins; sticky != 0 {
 		ss.pinView.Store(&pinView{reasons: sticky.String(), backend: backend})
 	}
-	srv.register(ss)
-	t.Cleanup(func() { srv.unregister(ss) })
+	t.Cleanup(srv.front.Add(id, ss))
 }
 
 // waitFor waits until discovery publishes a snapshot satisfying ok.
@@ -488,7 +489,7 @@ func TestOutcomes(t *testing.T) {
 		t.Errorf("client hung up: %v", r)
 	}
 	var sp stmtSpan
-	sp.failed(&noPrimaryError{cluster: "main"})
+	sp.failed(&mysqlserver.NoPrimaryError{Cluster: "main"})
 	if sp.outcome != outcomeFailed {
 		t.Errorf("no primary: %v", sp.outcome)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/forward"
+	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
 )
@@ -151,7 +152,7 @@ func (ss *Session) streamOwner(p []byte) error {
 	case <-stop:
 		// Shutdown: tell the client why its stream ended.
 		if res.Packets > 0 {
-			return ss.writeErr(wire.NewError(erServerShutdown, "08S01", "Server shutdown in progress: the gateway is stopping, reconnect and STREAM again"))
+			return ss.writeErr(wire.NewError(mysqlserver.ErServerShutdown, "08S01", "Server shutdown in progress: the gateway is stopping, reconnect and STREAM again"))
 		}
 	default:
 	}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 
+	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
 )
@@ -65,7 +66,7 @@ func (ss *Session) retryable(rt *retry) bool {
 // a full pool, a backend that refused the session's state): the error of
 // the try being retried when there is one, else err.
 func (ss *Session) noConnection(rt *retry, sp *stmtSpan, err error) error {
-	var np *noPrimaryError
+	var np *mysqlserver.NoPrimaryError
 	switch {
 	case rt.held != nil && errors.As(err, &np):
 		// No other primary appeared: the backend's own answer.
@@ -122,7 +123,7 @@ func (ss *Session) afterTry(rt *retry, conn *backendConn, pinned, retryable bool
 	var ns *notSentError
 	if errors.As(err, &ns) {
 		ss.dropLease()
-		if !lostState && rt.attempt < 2 && !ss.srv.closing.Load() {
+		if !lostState && rt.attempt < 2 && !ss.srv.closing() {
 			ss.log.Debug("backend connection closed before the statement was sent; using another", "backend", conn.addr, "error", err)
 			rt.again(retryNotSent)
 			return tryAgain, nil
@@ -130,7 +131,7 @@ func (ss *Session) afterTry(rt *retry, conn *backendConn, pinned, retryable bool
 	}
 	leaseRole := ss.leaseRole
 	ss.backendBroke(conn, err)
-	if reread && res.Packets == 0 && retryable && route.Kind == querypath.KindRead && !ss.srv.closing.Load() {
+	if reread && res.Packets == 0 && retryable && route.Kind == querypath.KindRead && !ss.srv.closing() {
 		if leaseRole == roleReplica {
 			rt.avoid = conn.addr
 		}

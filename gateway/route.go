@@ -9,6 +9,7 @@ import (
 
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/healthcheck"
+	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
 )
@@ -173,7 +174,7 @@ func (ss *Session) primaryBackend(snap *healthcheck.Snapshot, conf *config.Clust
 				}
 			}
 			ss.srv.refusals.noPrimary.Add(1)
-			return nil, &noPrimaryError{cluster: ss.cluster.name, reason: reason, waited: time.Since(waited).Round(time.Millisecond)}
+			return nil, &mysqlserver.NoPrimaryError{Cluster: ss.cluster.name, Reason: reason, Waited: time.Since(waited).Round(time.Millisecond)}
 		}
 	}
 }
@@ -259,16 +260,6 @@ type splitBrainError struct {
 
 func (e *splitBrainError) Error() string {
 	return fmt.Sprintf("cluster %s is in split brain: %s are all writable", e.cluster, strings.Join(e.writable, ", "))
-}
-
-// noPrimaryError is a write that found no primary within failover_buffer.
-type noPrimaryError struct {
-	cluster, reason string
-	waited          time.Duration
-}
-
-func (e *noPrimaryError) Error() string {
-	return fmt.Sprintf("no primary for cluster %s after waiting %v: %s", e.cluster, e.waited, e.reason)
 }
 
 // gtidUnknown marks a session whose last write's GTID could not be read:

@@ -11,7 +11,7 @@ import (
 
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/healthcheck"
-	"github.com/directgate/directgate/internal/acceptloop"
+	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/internal/safego"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
@@ -40,13 +40,14 @@ type Server struct {
 	// cache and RSA key.
 	auth *wire.Authenticator
 
-	ln      net.Listener
-	group   *safego.Group
-	connIDs acceptloop.IDs
+	// front is the MySQL server skeleton: listener, connection ids, the
+	// registry of sessions, drain-then-cut shutdown.
+	front *mysqlserver.Server
+	// group holds the goroutines sessions start besides their own.
+	group *safego.Group
 	// stateIDs numbers session states so a backend connection knows
 	// cheaply whether it already carries a session's state.
 	stateIDs atomic.Uint64
-	closing  atomic.Bool
 	pinStats pinStats
 	// refusals count statements refused for want of a primary.
 	refusals struct{ splitBrain, noPrimary atomic.Uint64 }
@@ -54,13 +55,13 @@ type Server struct {
 	// status page's sampler; nil records nothing.
 	metrics *metrics
 
-	mu       sync.Mutex
-	sessions map[uint32]*Session
+	// mu guards userConns.
+	mu sync.Mutex
 	// userConns counts sessions per logged-in user, for max_connections.
 	userConns map[string]int
 	// guard limits connections and failed logins per client address.
-	guard *addrGuard
-	done  chan struct{}
+	guard     *addrGuard
+	closeOnce sync.Once
 }
 
 // New builds a server for cfg. It opens no sockets; pools start warming up.
@@ -92,12 +93,11 @@ func New(cfg *config.Config, log hclog.Logger) (*Server, error) {
 		log:        log,
 		classifier: cl,
 		clusters:   map[string]*cluster{},
-		sessions:   map[uint32]*Session{},
 		userConns:  map[string]int{},
 		guard:      newAddrGuard(),
 		group:      safego.New(log),
-		done:       make(chan struct{}),
 	}
+	s.front = mysqlserver.New(s, log)
 	s.tls.Store(ct)
 	s.metrics = newMetrics(s)
 	s.setUsers(cfg.Users)
@@ -266,43 +266,25 @@ func (s *Server) Reload(cfg *config.Config) error {
 
 // Listen opens the client listener on cfg.Listen. It is separate from
 // Serve so callers learn the address (port 0 in tests) before serving.
-func (s *Server) Listen() error {
-	ln, err := net.Listen("tcp", s.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
-	}
-	s.ln = ln
-	return nil
-}
+func (s *Server) Listen() error { return s.front.Listen(s.cfg.Listen) }
 
 // Addr is the listener's address, once Listen has returned.
-func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+func (s *Server) Addr() net.Addr { return s.front.Addr() }
 
 // Serve accepts clients until Shutdown. It returns nil after a shutdown.
 func (s *Server) Serve() error {
-	if s.ln == nil {
+	if s.Addr() == nil {
 		if err := s.Listen(); err != nil {
 			return err
 		}
 	}
 	s.learnGreeting()
-	s.log.Info("accepting MySQL clients", "addr", s.ln.Addr().String(), "server_version", s.serverVersion())
-	return acceptloop.Run(s.ln, s.log, s.closing.Load, func(nc net.Conn) {
-		id := s.nextConnID()
-		s.group.Go("session", func() { s.serveConn(nc, id) })
-	})
+	s.log.Info("accepting MySQL clients", "addr", s.Addr().String(), "server_version", s.serverVersion())
+	return s.front.Serve()
 }
 
-// nextConnID returns a connection id unique among this gateway's live
-// sessions (ids wrap after 2^32 and skip 0 and ids in use).
-func (s *Server) nextConnID() uint32 {
-	return s.connIDs.Next(func(id uint32) bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		_, used := s.sessions[id]
-		return used
-	})
-}
+// closing reports whether Shutdown has begun.
+func (s *Server) closing() bool { return s.front.Closing() }
 
 // learnGreeting waits briefly for discovery's first round and a first
 // backend connection, so the handshake can announce the backend's version
@@ -376,33 +358,17 @@ func (s *Server) serverCollation() byte {
 }
 
 // Shutdown stops accepting, closes idle sessions at once, lets sessions
-// with a statement in flight finish it, and after ctx ends closes the rest.
-// Pools are closed last. It returns an error when sessions had to be cut.
+// with a statement in flight (or a transaction open) finish it, and after
+// ctx ends closes the rest. Pools are closed last. It returns an error
+// when sessions had to be cut.
 func (s *Server) Shutdown(ctx context.Context) error {
-	if !s.closing.CompareAndSwap(false, true) {
-		<-s.done
-		return nil
+	cut, err := s.front.Shutdown(ctx)
+	s.group.Wait()
+	s.closeOnce.Do(s.closeClusters)
+	if cut > 0 {
+		err = errors.Join(err, fmt.Errorf("shutdown: %d sessions still busy after the drain timeout were closed", cut))
 	}
-	defer close(s.done)
-	var errs []error
-	if s.ln != nil {
-		if err := s.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-			errs = append(errs, err)
-		}
-	}
-	s.forEachSession(func(ss *Session) { ss.interruptIfIdle() })
-	waited := make(chan struct{})
-	go func() { s.group.Wait(); close(waited) }()
-	select {
-	case <-waited:
-	case <-ctx.Done():
-		n := 0
-		s.forEachSession(func(ss *Session) { n++; ss.forceClose() })
-		errs = append(errs, fmt.Errorf("shutdown: %d sessions still busy after the drain timeout were closed", n))
-		<-waited
-	}
-	s.closeClusters()
-	return errors.Join(errs...)
+	return err
 }
 
 func (s *Server) closeClusters() {
@@ -415,36 +381,28 @@ func (s *Server) closeClusters() {
 	}
 }
 
+// forEachSession calls fn for every live session.
 func (s *Server) forEachSession(fn func(*Session)) {
-	s.mu.Lock()
-	list := make([]*Session, 0, len(s.sessions))
-	for _, ss := range s.sessions {
-		list = append(list, ss)
-	}
-	s.mu.Unlock()
-	for _, ss := range list {
-		fn(ss)
-	}
+	s.front.Each(func(c mysqlserver.Conn) { fn(c.(*Session)) })
 }
 
-// register adds a session and returns how many there are now.
-func (s *Server) register(ss *Session) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sessions[ss.id] = ss
-	return len(s.sessions)
+// session returns the live session with id, or nil.
+func (s *Server) session(id uint32) *Session {
+	ss, _ := s.front.Lookup(id).(*Session)
+	return ss
 }
 
+// unregister gives up the session's count against its user's
+// max_connections.
 func (s *Server) unregister(ss *Session) {
 	s.mu.Lock()
-	delete(s.sessions, ss.id)
+	defer s.mu.Unlock()
 	if ss.counted != "" {
 		s.userConns[ss.counted]--
 		if s.userConns[ss.counted] <= 0 {
 			delete(s.userConns, ss.counted)
 		}
 	}
-	s.mu.Unlock()
 }
 
 // admitUser counts the session as one of user's connections, or refuses

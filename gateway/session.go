@@ -14,6 +14,7 @@ import (
 
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/healthcheck"
+	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/pools"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
@@ -174,13 +175,9 @@ type Session struct {
 	cut atomic.Bool
 }
 
-func (s *Server) serveConn(nc net.Conn, id uint32) {
-	s.metrics.clientAccepted()
-	defer s.metrics.clientClosed()
-	defer nc.Close()
-	if tc, ok := nc.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
+// NewConn implements mysqlserver.Handler: the session of an accepted
+// client connection.
+func (s *Server) NewConn(nc net.Conn, id uint32) mysqlserver.Conn {
 	// Writes to the client carry a deadline, so a client that stops
 	// reading its results is cut instead of holding a backend connection.
 	var cw net.Conn = nc
@@ -188,7 +185,6 @@ func (s *Server) serveConn(nc net.Conn, id uint32) {
 		cw = writeDeadlineConn{Conn: nc, timeout: d}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	ss := &Session{
 		srv:    s,
 		id:     id,
@@ -200,24 +196,34 @@ func (s *Server) serveConn(nc net.Conn, id uint32) {
 		cancel: cancel,
 	}
 	ss.client.MaxPacket = s.cfg.MaxAllowedPacket
-	n := s.register(ss)
-	defer s.unregister(ss)
 	ss.busy.Store(true)
-	if s.closing.Load() {
+	return ss
+}
+
+// Serve implements mysqlserver.Conn: it runs the session from the
+// greeting to the client's last command.
+func (ss *Session) Serve() {
+	s := ss.srv
+	s.metrics.clientAccepted()
+	defer s.metrics.clientClosed()
+	defer ss.cancel()
+	defer s.unregister(ss)
+	if s.closing() {
 		s.metrics.clientRejected(rejectShutdown)
-		ss.writeErr(wire.NewError(erServerShutdown, "08S01", "Server shutdown in progress: the gateway is stopping, connect to another one"))
+		ss.writeErr(wire.NewError(mysqlserver.ErServerShutdown, "08S01", "Server shutdown in progress: the gateway is stopping, connect to another one"))
 		return
 	}
-	if n > s.cfg.MaxClientConnections {
+	if s.front.Len() > s.cfg.MaxClientConnections {
 		s.metrics.clientRejected(rejectTooMany)
 		// Like MariaDB: the error instead of the greeting.
-		ss.writeErr(wire.NewError(erConCount, "08004", "Too many connections: the gateway serves at most %d clients (max_client_connections)", s.cfg.MaxClientConnections))
+		ss.writeErr(wire.NewError(mysqlserver.ErConCount, "08004", "Too many connections: the gateway serves at most %d clients (max_client_connections)", s.cfg.MaxClientConnections))
 		return
 	}
+	nc := ss.nc
 	addr := addrOf(nc.RemoteAddr())
 	if !s.guard.admit(addr, s.cfg.MaxConnectionsPerAddress) {
 		s.metrics.clientRejected(rejectTooMany)
-		ss.writeErr(wire.NewError(erConCount, "08004", "Too many connections from %s: the gateway serves at most %d connections per client address (max_connections_per_address)", addr, s.cfg.MaxConnectionsPerAddress))
+		ss.writeErr(wire.NewError(mysqlserver.ErConCount, "08004", "Too many connections from %s: the gateway serves at most %d connections per client address (max_connections_per_address)", addr, s.cfg.MaxConnectionsPerAddress))
 		return
 	}
 	defer s.guard.release(addr)
@@ -265,19 +271,20 @@ func (ss *Session) context() context.Context {
 // nextState gives the session a new state version after a change.
 func (ss *Session) nextState() { ss.stateID = ss.srv.stateIDs.Add(1) }
 
-// interruptIfIdle wakes a session waiting for its next command so it sees
-// the shutdown; a busy session sees it after its statement, and a session
-// in a transaction when the transaction ends.
-func (ss *Session) interruptIfIdle() {
+// InterruptIfIdle implements mysqlserver.Conn: it wakes a session waiting
+// for its next command so it sees the shutdown; a busy session sees it
+// after its statement, and a session in a transaction when the
+// transaction ends.
+func (ss *Session) InterruptIfIdle() {
 	if (!ss.busy.Load() && !ss.inTxn.Load()) || ss.streaming.Load() {
-		_ = ss.nc.SetReadDeadline(time.Now())
+		mysqlserver.InterruptIdle(ss.nc)
 	}
 }
 
-// forceClose cuts the client connection and the statement in flight, and
-// ends the session's waits (for a pooled connection, a primary, a
-// replica's catch-up).
-func (ss *Session) forceClose() {
+// ForceClose implements mysqlserver.Conn: it cuts the client connection
+// and the statement in flight, and ends the session's waits (for a pooled
+// connection, a primary, a replica's catch-up).
+func (ss *Session) ForceClose() {
 	ss.cut.Store(true)
 	if ss.cancel != nil {
 		ss.cancel()
@@ -290,47 +297,23 @@ func (ss *Session) forceClose() {
 
 // loop reads and answers commands until the client quits or fails.
 func (ss *Session) loop() error {
-	for {
-		if ss.srv.closing.Load() && ss.pins&pinTxn == 0 {
-			return nil
-		}
-		ss.client.ResetSeq()
-		ss.client.ShrinkBuffer(keepReadBuffer)
-		ss.client.MaxPacket = ss.maxPacket()
-		if err := ss.holdLastResult(); err != nil {
-			return err
-		}
-		idle := ss.idleTimeout()
-		if idle > 0 {
-			// Before busy goes false, so a shutdown's interrupt wins.
-			_ = ss.nc.SetReadDeadline(time.Now().Add(idle))
-		}
-		ss.busy.Store(false)
-		if ss.srv.closing.Load() && ss.pins&pinTxn == 0 {
-			return nil
-		}
-		p, err := ss.client.ReadPacket()
-		ss.busy.Store(true)
-		if idle > 0 && err == nil {
-			_ = ss.nc.SetReadDeadline(time.Time{})
-		}
-		if err != nil {
-			switch {
-			case errors.Is(err, wire.ErrPacketTooLarge):
-				ss.writeErr(wire.NewError(erNetPacketTooLarg, "08S01", "Got a packet bigger than 'max_allowed_packet' bytes (%d); send smaller statements or raise max_allowed_packet (the gateway's, and the backend's: the smaller one applies)", ss.client.MaxPacket))
-			case errors.Is(err, wire.ErrSequence):
-				ss.writeErr(wire.NewError(erMalformedPacket, "08S01", "Malformed communication packet: %v", err))
+	l := mysqlserver.Loop{
+		Socket:     ss.nc,
+		Conn:       ss.client,
+		Busy:       &ss.busy,
+		KeepBuffer: keepReadBuffer,
+		Stop:       func() bool { return ss.srv.closing() && ss.pins&pinTxn == 0 },
+		Idle: func() (time.Duration, error) {
+			ss.client.MaxPacket = ss.maxPacket()
+			if err := ss.holdLastResult(); err != nil {
+				return 0, err
 			}
-			return err
-		}
-		if len(p) == 0 {
-			ss.writeErr(wire.NewError(erMalformedPacket, "08S01", "Malformed communication packet: empty command"))
-			return wire.ErrMalformed
-		}
-		if err := ss.dispatch(p); err != nil {
-			return err
-		}
+			return ss.idleTimeout(), nil
+		},
+		Dispatch: ss.dispatch,
+		WriteErr: ss.writeErr,
 	}
+	return l.Run()
 }
 
 // lastResultHold is how long a session keeps the connection of a write
@@ -395,7 +378,7 @@ func (ss *Session) dispatch(p []byte) error {
 	case wire.ComStmtFetch:
 		return ss.comStmtFetch(p)
 	}
-	return ss.writeErr(wire.NewError(erUnknownCom, "08S01", "Unknown command 0x%02x: the gateway does not support this command", p[0]))
+	return ss.writeErr(wire.NewError(mysqlserver.ErUnknownCom, "08S01", "Unknown command 0x%02x: the gateway does not support this command", p[0]))
 }
 
 // writeErr sends an ERR packet and flushes. The error it returns is the
@@ -525,7 +508,7 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 // gateway shuts down there is no retry: the client gets the backend's
 // error now (err is then the client's write failure, if any).
 func (ss *Session) heldReadOnly(conn *backendConn, res wire.Result) (retry bool, err error) {
-	if ss.srv.closing.Load() {
+	if ss.srv.closing() {
 		if err := ss.writeErr(res.Err); err != nil {
 			return false, &wire.ClientError{Err: err}
 		}
@@ -608,7 +591,7 @@ func (ss *Session) checkClient() {
 		return
 	}
 	ss.log.Info("client went away during a statement; stopping the statement", "backend", bc.addr)
-	ss.forceClose()
+	ss.ForceClose()
 	if err := ss.killBackendQuery(bc); err != nil {
 		ss.log.Warn("could not stop the statement of a client that went away", "backend", bc.addr, "error", err)
 	}
@@ -659,7 +642,7 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 		if err != nil {
 			var de *pools.DialError
 			var sqlErr *wire.SQLError
-			retry := attempt < 2 && !ss.srv.closing.Load() &&
+			retry := attempt < 2 && !ss.srv.closing() &&
 				(errors.Is(err, pools.ErrClosed) || // the backend was removed by a reload
 					errors.As(err, &de) && !errors.As(err, &sqlErr)) // unreachable: discovery knows now
 			if !retry {
@@ -1348,7 +1331,7 @@ func (ss *Session) comInitDB(p []byte) error {
 // connection follows at the next statement.
 func (ss *Session) comSetOption(p []byte) error {
 	if len(p) < 3 || p[1] > 1 || p[2] != 0 {
-		return ss.writeErr(wire.NewError(erUnknownCom, "08S01", "Unknown COM_SET_OPTION value"))
+		return ss.writeErr(wire.NewError(mysqlserver.ErUnknownCom, "08S01", "Unknown COM_SET_OPTION value"))
 	}
 	ss.multiStmt = p[1] == 0
 	ss.nextState()

@@ -172,7 +172,7 @@ func TestForceCloseEndsPrimaryWait(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(20 * time.Millisecond)
-	ss.forceClose()
+	ss.ForceClose()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("primaryBackend after forceClose: %v, want context.Canceled", err)
 	}

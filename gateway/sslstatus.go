@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
 )
@@ -38,7 +39,7 @@ func (ss *Session) showSessionStatus(p []byte, route querypath.Route) error {
 			return werr
 		}
 	case errors.Is(err, wire.ErrResultTooLarge):
-		res.Err = wire.NewError(erUnknownError, "HY000", "SHOW STATUS answered more than %d rows", maxStatusRows)
+		res.Err = wire.NewError(mysqlserver.ErUnknownError, "HY000", "SHOW STATUS answered more than %d rows", maxStatusRows)
 		if werr := ss.writeErr(res.Err); werr != nil {
 			ss.dropLease()
 			return werr

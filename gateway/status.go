@@ -187,7 +187,7 @@ func (s *Server) stopStatusSampler() {
 // not shutting down, discovery has finished a round, and every cluster
 // has a primary. reasons says what is missing.
 func (s *Server) readiness() (ready bool, reasons []string) {
-	if s.closing.Load() {
+	if s.closing() {
 		reasons = append(reasons, "shutting down")
 	}
 	snap := s.health.Snapshot()
@@ -368,7 +368,7 @@ func (s *Server) statusView() statusView {
 	now := time.Now()
 	snap := s.health.Snapshot()
 	v := statusView{
-		Time: now, ShuttingDown: s.closing.Load(), Round: snap.Round,
+		Time: now, ShuttingDown: s.closing(), Round: snap.Round,
 		SnapshotAgeSec:     now.Sub(snap.Time).Seconds(),
 		SampleSeconds:      sampleEvery.Seconds(),
 		SplitBrainRefusals: s.refusals.splitBrain.Load(), NoPrimaryFailures: s.refusals.noPrimary.Load(),

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/directgate/directgate/healthcheck"
+	"github.com/directgate/directgate/internal/mysqlserver"
 )
 
 // statementOn folds one statement of latency d into a backend's score.
@@ -197,7 +199,9 @@ func TestReadyz(t *testing.T) {
 	if code, _ := f.get(t, "/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz with a primary again: %d", code)
 	}
-	f.srv.closing.Store(true)
+	if _, err := f.srv.front.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if code, body := f.get(t, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "shutting down") {
 		t.Errorf("/readyz while shutting down: %d %q", code, body)
 	}
@@ -209,6 +213,7 @@ func TestReadyz(t *testing.T) {
 
 func TestReadyzBeforeDiscovery(t *testing.T) {
 	srv := &Server{clusterNames: []string{"main"}}
+	srv.front = mysqlserver.New(srv, nil)
 	var err error
 	srv.health, err = healthcheck.New(healthcheck.Config{Interval: time.Hour, Prober: &fakeProber{}, Backends: func() []healthcheck.Backend {
 		time.Sleep(50 * time.Millisecond) // the first round is still running when /readyz asks

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
 )
@@ -250,7 +251,7 @@ func (ss *Session) statementFailed(conn *backendConn, err error) error {
 func (ss *Session) lookupStmt(p []byte, cmdName string) (*stmt, uint32, *wire.SQLError) {
 	id, ok := wire.StmtCommandID(p)
 	if !ok {
-		return nil, 0, wire.NewError(erMalformedPacket, "08S01", "Malformed communication packet")
+		return nil, 0, wire.NewError(mysqlserver.ErMalformedPacket, "08S01", "Malformed communication packet")
 	}
 	st := ss.stmts[id]
 	if st == nil {
@@ -271,11 +272,11 @@ func (ss *Session) comStmtExecute(p []byte) error {
 		return err
 	}
 	if len(p) < 10 {
-		return ss.writeErr(wire.NewError(erMalformedPacket, "08S01", "Malformed communication packet"))
+		return ss.writeErr(wire.NewError(mysqlserver.ErMalformedPacket, "08S01", "Malformed communication packet"))
 	}
 	if st.tooLong {
 		st.resetLongData(ss)
-		return ss.writeErr(wire.NewError(erNetPacketTooLarg, "08S01", "Parameter data sent with COM_STMT_SEND_LONG_DATA is larger than max_allowed_packet (%d)", ss.srv.cfg.MaxAllowedPacket))
+		return ss.writeErr(wire.NewError(mysqlserver.ErNetPacketTooLarge, "08S01", "Parameter data sent with COM_STMT_SEND_LONG_DATA is larger than max_allowed_packet (%d)", ss.srv.cfg.MaxAllowedPacket))
 	}
 	flags := wire.ExecuteFlags(p)
 	// Remember the parameter types when the client sends them; send them
@@ -283,11 +284,11 @@ func (ss *Session) comStmtExecute(p []byte) error {
 	if n := int(st.params); n > 0 {
 		nb := (n + 7) / 8
 		if len(p) < 10+nb+1 {
-			return ss.writeErr(wire.NewError(erMalformedPacket, "08S01", "Malformed communication packet"))
+			return ss.writeErr(wire.NewError(mysqlserver.ErMalformedPacket, "08S01", "Malformed communication packet"))
 		}
 		if p[10+nb] == 1 {
 			if len(p) < 11+nb+2*n {
-				return ss.writeErr(wire.NewError(erMalformedPacket, "08S01", "Malformed communication packet"))
+				return ss.writeErr(wire.NewError(mysqlserver.ErMalformedPacket, "08S01", "Malformed communication packet"))
 			}
 			st.types = append(st.types[:0], p[11+nb:11+nb+2*n]...)
 		} else if st.types != nil {
@@ -330,7 +331,7 @@ func (ss *Session) comStmtExecute(p []byte) error {
 				st.resetLongData(ss)
 				return ss.writeErr(e)
 			}
-			if !pinned && rt.attempt == 0 && !ss.srv.closing.Load() {
+			if !pinned && rt.attempt == 0 && !ss.srv.closing() {
 				// The statement could not be prepared there: nothing
 				// ran, another connection serves.
 				ss.dropLease()

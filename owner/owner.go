@@ -18,7 +18,7 @@ import (
 
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/healthcheck"
-	"github.com/directgate/directgate/internal/acceptloop"
+	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/internal/safego"
 	"github.com/directgate/directgate/wire"
 )
@@ -52,14 +52,18 @@ type Owner struct {
 	now func() time.Time
 	rnd func() float64
 
-	ln net.Listener
+	// front is the MySQL server skeleton: listener, connection ids, the
+	// registry of sessions, drain-then-cut shutdown.
+	front *mysqlserver.Server
+	// shutting is set by the first Shutdown; done closes when it returns.
+	shutting atomic.Bool
+	done     chan struct{}
 	// ctx ends when Shutdown begins: streams, loops and new statements
 	// stop. hard ends when Shutdown stops waiting: statements in flight
 	// are cut.
 	ctx, hard          context.Context
 	cancel, hardCancel context.CancelFunc
-	sessGroup          *safego.Group // one goroutine per client connection
-	bgGroup            *safego.Group // discovery, primary watch, closers
+	bgGroup            *safego.Group // discovery, primary watch, closers, stream watches
 
 	// primMu guards the primary fields.
 	primMu      sync.Mutex
@@ -75,12 +79,6 @@ type Owner struct {
 	discoveredOnce sync.Once
 	discoverReq    chan struct{}
 	discoverFail   bool // the last discovery failed (logged once)
-
-	mu       sync.Mutex
-	sessions map[uint32]*session
-	connIDs  acceptloop.IDs
-	closing  atomic.Bool
-	done     chan struct{}
 }
 
 // New builds the owner of the cluster named cluster in cfg (which must be
@@ -100,11 +98,11 @@ func New(cfg *config.Config, cluster string, log hclog.Logger) (*Owner, error) {
 	o := &Owner{
 		cluster: cluster, log: log, parser: parser,
 		now: time.Now, rnd: rand.Float64,
-		sessGroup: safego.New(log), bgGroup: safego.New(log),
+		bgGroup: safego.New(log), done: make(chan struct{}),
 		primChanged: make(chan struct{}), noPrimary: "discovery has not finished its first round",
 		discovered: make(chan struct{}), discoverReq: make(chan struct{}, 1),
-		sessions: map[uint32]*session{}, done: make(chan struct{}),
 	}
+	o.front = mysqlserver.New(o, log)
 	o.conf.Store(st)
 	o.tables.Store(&tableSet{byKey: map[string]*table{}})
 	o.ctx, o.cancel = context.WithCancel(context.Background())
@@ -167,41 +165,24 @@ func (o *Owner) backends() []healthcheck.Backend {
 // Listen opens the listener on the cluster's owner address. It is apart
 // from Serve so callers learn the address (port 0 in tests) first.
 func (o *Owner) Listen() error {
-	addr := o.conf.Load().cluster.Owner
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("owner: listen %s: %w", addr, err)
+	if err := o.front.Listen(o.conf.Load().cluster.Owner); err != nil {
+		return fmt.Errorf("owner: %w", err)
 	}
-	o.ln = ln
 	return nil
 }
 
 // Addr is the listener's address, once Listen has returned.
-func (o *Owner) Addr() net.Addr { return o.ln.Addr() }
+func (o *Owner) Addr() net.Addr { return o.front.Addr() }
 
 // Serve accepts gateway connections until Shutdown, then returns nil.
 func (o *Owner) Serve() error {
-	if o.ln == nil {
+	if o.Addr() == nil {
 		if err := o.Listen(); err != nil {
 			return err
 		}
 	}
-	o.log.Info("owner accepting gateways", "cluster", o.cluster, "addr", o.ln.Addr().String())
-	return acceptloop.Run(o.ln, o.log, o.closing.Load, func(nc net.Conn) {
-		id := o.nextConnID()
-		o.sessGroup.Go("owner session", func() { o.serveConn(nc, id) })
-	})
-}
-
-// nextConnID returns a connection id unique among the owner's live
-// sessions.
-func (o *Owner) nextConnID() uint32 {
-	return o.connIDs.Next(func(id uint32) bool {
-		o.mu.Lock()
-		defer o.mu.Unlock()
-		_, used := o.sessions[id]
-		return used
-	})
+	o.log.Info("owner accepting gateways", "cluster", o.cluster, "addr", o.Addr().String())
+	return o.front.Serve()
 }
 
 // Reload applies a new configuration: the cluster's backends, backend
@@ -321,7 +302,7 @@ func (o *Owner) primaryNow() (*primary, error) {
 	o.primMu.Lock()
 	defer o.primMu.Unlock()
 	if o.prim == nil {
-		return nil, &noPrimaryError{cluster: o.cluster, reason: o.noPrimary}
+		return nil, &mysqlserver.NoPrimaryError{Cluster: o.cluster, Reason: o.noPrimary}
 	}
 	return o.prim, nil
 }
@@ -345,7 +326,7 @@ func (o *Owner) currentPrimary(ctx context.Context) (*primary, error) {
 		select {
 		case <-changed:
 		case <-timeout:
-			return nil, &noPrimaryError{cluster: o.cluster, reason: reason}
+			return nil, &mysqlserver.NoPrimaryError{Cluster: o.cluster, Reason: reason, Waited: o.failoverBuffer()}
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -380,7 +361,7 @@ func (o *Owner) discoveryLoop() {
 		}
 		retry = nil
 		err := o.discover()
-		var np *noPrimaryError
+		var np *mysqlserver.NoPrimaryError
 		switch {
 		case err == nil || errors.As(err, &np):
 			// A new primary will ask again.
@@ -525,7 +506,7 @@ func (o *Owner) waitDiscovered(ctx context.Context) error {
 			reason = "the owner could not read its table list from the primary yet"
 		}
 		o.primMu.Unlock()
-		return &noPrimaryError{cluster: o.cluster, reason: reason}
+		return &mysqlserver.NoPrimaryError{Cluster: o.cluster, Reason: reason, Waited: o.failoverBuffer()}
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -537,31 +518,18 @@ func (o *Owner) waitDiscovered(ctx context.Context) error {
 // closes discovery and the primary's connections last. Later calls wait
 // for the first and return nil.
 func (o *Owner) Shutdown(ctx context.Context) error {
-	if !o.closing.CompareAndSwap(false, true) {
+	if !o.shutting.CompareAndSwap(false, true) {
 		<-o.done
 		return nil
 	}
 	defer close(o.done)
-	var errs []error
-	if o.ln != nil {
-		if err := o.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-			errs = append(errs, err)
-		}
-	}
 	o.cancel()
-	o.forEachSession(func(ss *session) { ss.interruptIfIdle() })
-	waited := make(chan struct{})
-	go func() { o.sessGroup.Wait(); close(waited) }()
-	select {
-	case <-waited:
-	case <-ctx.Done():
-		n := 0
-		o.forEachSession(func(ss *session) { n++; ss.forceClose() })
-		o.hardCancel()
-		errs = append(errs, fmt.Errorf("owner shutdown: %d connections still busy after the drain timeout were closed", n))
-		<-waited
-	}
+	cut, err := o.front.Shutdown(ctx)
 	o.hardCancel()
+	errs := []error{err}
+	if cut > 0 {
+		errs = append(errs, fmt.Errorf("owner shutdown: %d connections still busy after the drain timeout were closed", cut))
+	}
 	o.tablesMu.Lock()
 	set := o.tables.Load()
 	o.tables.Store(&tableSet{byKey: map[string]*table{}})
@@ -582,16 +550,4 @@ func (o *Owner) Shutdown(ctx context.Context) error {
 		errs = append(errs, p.close())
 	}
 	return errors.Join(errs...)
-}
-
-func (o *Owner) forEachSession(fn func(*session)) {
-	o.mu.Lock()
-	list := make([]*session, 0, len(o.sessions))
-	for _, ss := range o.sessions {
-		list = append(list, ss)
-	}
-	o.mu.Unlock()
-	for _, ss := range list {
-		fn(ss)
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/wire"
 )
 
@@ -54,46 +55,48 @@ type session struct {
 	busy    atomic.Bool
 }
 
-func (o *Owner) serveConn(nc net.Conn, id uint32) {
-	if tc, ok := nc.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
+// NewConn implements mysqlserver.Handler: the session of a gateway's
+// connection.
+func (o *Owner) NewConn(nc net.Conn, id uint32) mysqlserver.Conn {
 	ss := &session{
 		o: o, id: id, nc: nc, c: wire.NewConn(nc, 16<<10, 16<<10),
 		log: o.log.Named("session").With("conn_id", id, "client_addr", nc.RemoteAddr().String()),
 	}
 	ss.c.MaxPacket = maxPacket
 	ss.rw = wire.ResultWriter{Conn: ss.c, Status: wire.StatusAutocommit}
-	o.mu.Lock()
-	o.sessions[id] = ss
-	o.mu.Unlock()
-	defer func() {
-		o.mu.Lock()
-		delete(o.sessions, id)
-		o.mu.Unlock()
-		_ = nc.Close()
-	}()
-	if o.closing.Load() {
+	ss.busy.Store(true)
+	return ss
+}
+
+// Serve implements mysqlserver.Conn: the handshake, then commands.
+func (ss *session) Serve() {
+	if ss.o.front.Closing() {
 		return
 	}
 	if err := ss.handshake(); err != nil {
 		ss.log.Debug("handshake failed", "error", err)
 		return
 	}
-	if err := ss.loop(); err != nil && !o.closing.Load() {
+	if err := ss.loop(); err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, errStreamEnded) && !ss.o.front.Closing() {
 		ss.log.Debug("connection ended", "error", err)
 	}
 }
 
-// interruptIfIdle ends the session's wait for its next command (Shutdown).
-func (ss *session) interruptIfIdle() {
+// InterruptIfIdle implements mysqlserver.Conn: it ends the session's wait
+// for its next command (Shutdown).
+func (ss *session) InterruptIfIdle() {
 	if !ss.busy.Load() {
-		_ = ss.nc.SetReadDeadline(time.Now())
+		mysqlserver.InterruptIdle(ss.nc)
 	}
 }
 
-// forceClose cuts the connection.
-func (ss *session) forceClose() { _ = ss.nc.Close() }
+// ForceClose implements mysqlserver.Conn: it cuts the connection and the
+// statements in flight of every session (only a shutdown that stopped
+// waiting calls it).
+func (ss *session) ForceClose() {
+	_ = ss.nc.Close()
+	ss.o.hardCancel()
+}
 
 // handshake greets the gateway and checks its login against the
 // cluster's backend account (mysql_native_password; caching_sha2_password
@@ -164,58 +167,60 @@ func (ss *session) writeErr(e *wire.SQLError) error {
 
 // loop answers commands until the client quits, fails or a stream ends.
 func (ss *session) loop() error {
-	for {
-		if ss.o.closing.Load() {
-			return nil
-		}
-		ss.c.ResetSeq()
-		ss.c.ShrinkBuffer(keepBuffer)
-		ss.rw.ShrinkBuffer(keepBuffer)
-		if cap(ss.buf) > keepBuffer {
-			ss.buf = nil
-		}
-		ss.busy.Store(false)
-		if ss.o.closing.Load() {
-			return nil
-		}
-		p, err := ss.c.ReadPacket()
-		ss.busy.Store(true)
-		if err != nil {
-			if errors.Is(err, io.EOF) || ss.o.closing.Load() {
-				return nil
+	l := mysqlserver.Loop{
+		Socket: ss.nc, Conn: ss.c, Busy: &ss.busy, KeepBuffer: keepBuffer,
+		Stop: ss.o.front.Closing,
+		Idle: func() (time.Duration, error) {
+			ss.rw.ShrinkBuffer(keepBuffer)
+			if cap(ss.buf) > keepBuffer {
+				ss.buf = nil
 			}
-			return err
-		}
-		if len(p) == 0 {
-			return wire.ErrMalformed
-		}
-		end := false
-		switch p[0] {
-		case wire.ComQuit:
-			return nil
-		case wire.ComPing:
-			err = ss.writeOK(wire.OK{Status: wire.StatusAutocommit})
-		case wire.ComInitDB:
-			ss.db = string(p[1:])
-			err = ss.writeOK(wire.OK{Status: wire.StatusAutocommit})
-		case wire.ComResetConnection:
-			ss.db = ss.loginDB
-			err = ss.writeOK(wire.OK{Status: wire.StatusAutocommit})
-		case wire.ComSetOption:
-			ss.buf = wire.AppendEOF(ss.buf[:0], 0, wire.StatusAutocommit)
-			err = ss.c.WritePacket(ss.buf)
-		case wire.ComQuery:
-			end, err = ss.query(string(p[1:]))
-		default:
-			err = ss.writeErr(wire.NewError(1047, "08S01", "Unknown command"))
-		}
-		if err != nil || end { // a stream has closed the connection itself
-			return err
-		}
-		if err := ss.c.Flush(); err != nil {
-			return err
-		}
+			return 0, nil
+		},
+		Dispatch: ss.dispatch,
+		WriteErr: func(e *wire.SQLError) error {
+			if err := ss.writeErr(e); err != nil {
+				return err
+			}
+			return ss.c.Flush()
+		},
 	}
+	return l.Run()
+}
+
+// errStreamEnded ends the loop after a STREAM closed the connection.
+var errStreamEnded = errors.New("stream ended")
+
+// dispatch answers one command.
+func (ss *session) dispatch(p []byte) error {
+	var err error
+	end := false
+	switch p[0] {
+	case wire.ComQuit:
+		return io.EOF
+	case wire.ComPing:
+		err = ss.writeOK(wire.OK{Status: wire.StatusAutocommit})
+	case wire.ComInitDB:
+		ss.db = string(p[1:])
+		err = ss.writeOK(wire.OK{Status: wire.StatusAutocommit})
+	case wire.ComResetConnection:
+		ss.db = ss.loginDB
+		err = ss.writeOK(wire.OK{Status: wire.StatusAutocommit})
+	case wire.ComSetOption:
+		ss.buf = wire.AppendEOF(ss.buf[:0], 0, wire.StatusAutocommit)
+		err = ss.c.WritePacket(ss.buf)
+	case wire.ComQuery:
+		end, err = ss.query(string(p[1:]))
+	default:
+		err = ss.writeErr(wire.NewError(mysqlserver.ErUnknownCom, "08S01", "Unknown command"))
+	}
+	switch {
+	case err != nil:
+		return err
+	case end: // a stream has closed the connection itself
+		return errStreamEnded
+	}
+	return ss.c.Flush()
 }
 
 // query answers one COM_QUERY. end reports that the connection must
@@ -392,7 +397,7 @@ func (ss *session) stream(t *table) error {
 	sub := &streamSub{ss: ss}
 	subscription := t.queue.subscribe(sub)
 	gone := make(chan struct{})
-	ss.o.sessGroup.Go("owner stream watch", func() {
+	ss.o.bgGroup.Go("owner stream watch", func() {
 		defer close(gone)
 		for {
 			// Anything from the client, or its close, ends the stream.

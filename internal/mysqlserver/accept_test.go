@@ -1,4 +1,4 @@
-package acceptloop
+package mysqlserver
 
 import (
 	"errors"
@@ -34,14 +34,14 @@ func TestRunRetriesTemporaryErrors(t *testing.T) {
 	ln := &scriptedListener{errs: []error{syscall.EMFILE, nil, syscall.EMFILE, nil}}
 	var handled atomic.Int32
 	var stopping atomic.Bool
-	err := Run(ln, hclog.NewNullLogger(), stopping.Load, func(c net.Conn) { handled.Add(1); c.Close() })
+	err := acceptLoop(ln, hclog.NewNullLogger(), stopping.Load, func(c net.Conn) { handled.Add(1); c.Close() })
 	if !errors.Is(err, net.ErrClosed) || handled.Load() != 2 {
-		t.Fatalf("Run = %v with %d connections handled, want net.ErrClosed after 2", err, handled.Load())
+		t.Fatalf("acceptLoop = %v with %d connections handled, want net.ErrClosed after 2", err, handled.Load())
 	}
 	stopping.Store(true)
 	ln = &scriptedListener{}
-	if err := Run(ln, hclog.NewNullLogger(), stopping.Load, func(net.Conn) {}); err != nil {
-		t.Fatalf("Run while stopping = %v, want nil", err)
+	if err := acceptLoop(ln, hclog.NewNullLogger(), stopping.Load, func(net.Conn) {}); err != nil {
+		t.Fatalf("acceptLoop while stopping = %v, want nil", err)
 	}
 }
 

@@ -1,7 +1,4 @@
-// Package acceptloop runs a listener's accept loop for the gateway and the
-// owner: temporary failures (a timeout, a process out of file
-// descriptors) back off and retry instead of ending the server.
-package acceptloop
+package mysqlserver
 
 import (
 	"errors"
@@ -16,12 +13,12 @@ import (
 // maxBackoff bounds the pause after repeated temporary accept failures.
 const maxBackoff = time.Second
 
-// Run accepts connections from ln and hands each to handle (which must not
+// acceptLoop accepts connections from ln and hands each to handle (which must not
 // block: start a goroutine) until Accept fails. It returns nil when
 // stopping reports true at that point (the server closed ln on purpose),
 // else the error. Temporary failures are logged and retried after a pause
 // that doubles from 5ms up to a second.
-func Run(ln net.Listener, log hclog.Logger, stopping func() bool, handle func(net.Conn)) error {
+func acceptLoop(ln net.Listener, log hclog.Logger, stopping func() bool, handle func(net.Conn)) error {
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()

@@ -1,0 +1,219 @@
+package mysqlserver
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/directgate/directgate/wire"
+)
+
+// echoConn is a Conn whose Serve answers each command with an OK packet
+// through a Loop; a command "busy" blocks until the connection is cut.
+type echoConn struct {
+	srv    *Server
+	nc     net.Conn
+	c      *wire.Conn
+	busy   atomic.Bool
+	forced atomic.Bool
+	hold   chan struct{}
+}
+
+func (e *echoConn) Serve() {
+	l := Loop{
+		Socket: e.nc, Conn: e.c, Busy: &e.busy, KeepBuffer: 1 << 10,
+		Stop: e.srv.Closing,
+		Dispatch: func(p []byte) error {
+			if string(p) == "busy" {
+				<-e.hold
+			}
+			if err := e.c.WritePacket(wire.AppendOK(nil, wire.OK{})); err != nil {
+				return err
+			}
+			return e.c.Flush()
+		},
+		WriteErr: func(err *wire.SQLError) error {
+			if err := e.c.WritePacket(wire.AppendERR(nil, err)); err != nil {
+				return err
+			}
+			return e.c.Flush()
+		},
+	}
+	_ = l.Run()
+}
+
+func (e *echoConn) InterruptIfIdle() {
+	if !e.busy.Load() {
+		InterruptIdle(e.nc)
+	}
+}
+
+func (e *echoConn) ForceClose() {
+	e.forced.Store(true)
+	_ = e.nc.Close()
+	close(e.hold)
+}
+
+type echoHandler struct {
+	srv   *Server
+	conns chan *echoConn
+}
+
+func (h *echoHandler) NewConn(nc net.Conn, id uint32) Conn {
+	e := &echoConn{srv: h.srv, nc: nc, c: wire.NewConn(nc, 1<<10, 1<<10), hold: make(chan struct{})}
+	e.busy.Store(true)
+	h.conns <- e
+	return e
+}
+
+func startEcho(t *testing.T) (*Server, *echoHandler) {
+	t.Helper()
+	h := &echoHandler{conns: make(chan *echoConn, 8)}
+	h.srv = New(h, nil)
+	if err := h.srv.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- h.srv.Serve() }()
+	t.Cleanup(func() {
+		if _, err := h.srv.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("Serve = %v after Shutdown, want nil", err)
+		}
+	})
+	return h.srv, h
+}
+
+// command sends one command on a fresh sequence and reads the answer.
+func command(t *testing.T, c *wire.Conn, cmd string) ([]byte, error) {
+	t.Helper()
+	c.ResetSeq()
+	if err := c.WritePacket([]byte(cmd)); err != nil {
+		return nil, err
+	}
+	if err := c.Flush(); err != nil {
+		return nil, err
+	}
+	return c.ReadPacket()
+}
+
+func TestShutdownClosesIdleAndCutsBusyAfterTheDrain(t *testing.T) {
+	srv, h := startEcho(t)
+	dial := func() *wire.Conn {
+		nc, err := net.Dial("tcp", srv.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		return wire.NewConn(nc, 1<<10, 1<<10)
+	}
+	idle, busy := dial(), dial()
+	if p, err := command(t, idle, "ping"); err != nil || p[0] != 0x00 {
+		t.Fatalf("first command: %x %v", p, err)
+	}
+	<-h.conns // idle's: it answered, so it was accepted first
+	busyConn := <-h.conns
+	busy.ResetSeq()
+	if err := busy.WritePacket([]byte("busy")); err != nil {
+		t.Fatal(err)
+	}
+	if err := busy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for !busyConn.busy.Load() || srv.Len() != 2 {
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	cut, err := srv.Shutdown(ctx)
+	if err != nil || cut != 1 {
+		t.Fatalf("Shutdown = %d, %v; want 1 connection cut", cut, err)
+	}
+	if !busyConn.forced.Load() {
+		t.Error("the busy connection was not force-closed")
+	}
+	if _, err := idle.ReadPacket(); !errors.Is(err, io.EOF) {
+		t.Errorf("idle connection after Shutdown: %v, want EOF", err)
+	}
+	if srv.Len() != 0 {
+		t.Errorf("%d connections left after Shutdown", srv.Len())
+	}
+	if _, err := net.Dial("tcp", srv.Addr().String()); err == nil {
+		t.Error("the listener still accepts after Shutdown")
+	}
+}
+
+func TestLoopRefusesUnreadableCommands(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		send  func(*wire.Conn) error
+		code  uint16
+		ended error
+	}{
+		{"too large", func(c *wire.Conn) error { return c.WritePacket(make([]byte, 200)) }, ErNetPacketTooLarge, wire.ErrPacketTooLarge},
+		{"empty", func(c *wire.Conn) error { return c.WritePacket(nil) }, ErMalformedPacket, wire.ErrMalformed},
+		{"out of sequence", func(c *wire.Conn) error { c.SetSeq(5); return c.WritePacket([]byte{wire.ComPing}) }, ErMalformedPacket, wire.ErrSequence},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := net.Pipe()
+			defer a.Close()
+			defer b.Close()
+			server, client := wire.NewConn(a, 1<<10, 1<<10), wire.NewConn(b, 1<<10, 1<<10)
+			server.MaxPacket = 100
+			var busy atomic.Bool
+			l := Loop{
+				Socket: a, Conn: server, Busy: &busy, KeepBuffer: 1 << 10,
+				Stop:     func() bool { return false },
+				Dispatch: func([]byte) error { t.Error("dispatched an unreadable command"); return nil },
+				WriteErr: func(e *wire.SQLError) error {
+					if err := server.WritePacket(wire.AppendERR(nil, e)); err != nil {
+						return err
+					}
+					return server.Flush()
+				},
+			}
+			done := make(chan error, 1)
+			go func() { done <- l.Run() }()
+			if err := tc.send(client); err != nil {
+				t.Fatal(err)
+			}
+			if err := client.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			p, err := client.ReadPacketAnySeq()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p[0] != 0xff || wire.ParseERR(p).Code != tc.code {
+				t.Errorf("answer %x, want error %d", p, tc.code)
+			}
+			if err := <-done; !errors.Is(err, tc.ended) {
+				t.Errorf("Run = %v, want %v", err, tc.ended)
+			}
+		})
+	}
+}
+
+func TestLoopStopsBeforeWaiting(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	var busy atomic.Bool
+	busy.Store(true)
+	n := 0
+	l := Loop{
+		Socket: a, Conn: wire.NewConn(a, 1<<10, 1<<10), Busy: &busy, KeepBuffer: 1 << 10,
+		Stop:     func() bool { n++; return n > 1 },
+		Dispatch: func([]byte) error { return nil },
+		WriteErr: func(*wire.SQLError) error { return nil },
+	}
+	if err := l.Run(); err != nil || busy.Load() {
+		t.Fatalf("Run = %v (busy %v), want nil and not busy: Stop checked again after Busy went false", err, busy.Load())
+	}
+}
