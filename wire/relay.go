@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"encoding/binary"
 	"io"
 )
 
@@ -134,572 +133,216 @@ type Relay struct {
 	okBuf   []byte
 	track   []byte
 	kept    []byte
-	// sent counts packets written to the client in this Run; done the
-	// results completed.
-	sent, done int
+	// run is the state of the Run in progress.
+	run runState
 }
 
+// runState is what one Run tracks between packets.
+type runState struct {
+	client, backend *Conn
+	kind            ResponseKind
+	res             Result
+	// step is what the next packet is expected to be; remaining counts
+	// the definitions left in a step of definitions; params and columns
+	// are a COM_STMT_PREPARE answer's counts.
+	step            step
+	remaining       uint64
+	params, columns uint64
+	sent, done      int  // packets written to the client; results completed
+	cont            bool // the next packet continues a split packet
+	refused         bool // a LOAD DATA LOCAL INFILE request was refused for the client
+	defsEnded       bool // column definitions ended without an EOF (a CLIENT_DEPRECATE_EOF backend)
+	deprecateEOF    bool // the client has CLIENT_DEPRECATE_EOF
+	backendOKEnd    bool // the backend has CLIENT_DEPRECATE_EOF
+	// pk is the packet the run is at.
+	pk packet
+}
+
+// step is what the relay expects of the next packet of a response.
+type step uint8
+
+const (
+	// stepHead is a response's first packet, or the next result's: OK,
+	// ERR, a LOCAL INFILE request, a result set's column count, a
+	// COM_STMT_PREPARE OK, ...
+	stepHead step = iota
+	// stepColumns, stepParams and stepPrepColumns are definitions of a
+	// result set's columns, or of a prepared statement's parameters and
+	// columns; each is followed by its EOF step (classic backends only).
+	stepColumns
+	stepColumnsEOF
+	stepParams
+	stepParamsEOF
+	stepPrepColumns
+	stepPrepColumnsEOF
+	// stepRows is rows up to the packet that ends them.
+	stepRows
+	stepDone
+)
+
+// inDefinitions reports whether the packets expected are definitions,
+// which may start with any byte (an ERR header included).
+func (s step) inDefinitions() bool {
+	return s == stepColumns || s == stepParams || s == stepPrepColumns
+}
+
+// inspectLen is how much of a packet too large for the read buffer the
+// relay looks at.
 const inspectLen = 16
 
-// relay states
-const (
-	stFirst = iota
-	stColumns
-	stColumnsEOF
-	stRows
-	stParams
-	stParamsEOF
-	stPrepColumns
-	stPrepColumnsEOF
-	stDone
-)
+// packet is the backend packet the relay is at: the header is read, the
+// payload is not consumed yet.
+type packet struct {
+	// n is the payload's length; whole says it fits the read buffer, so p
+	// is all of it, else p is its first bytes.
+	n     int
+	whole bool
+	p     []byte
+	// first is the payload's first byte (0 when empty); splits says the
+	// packet is the first part of a split one (its length is the
+	// largest).
+	first  byte
+	splits bool
+	// isEnd says it ends rows: a classic EOF is always short; with
+	// CLIENT_DEPRECATE_EOF it is an OK packet with header 0xfe, which a
+	// row can only start with when it is 16 MiB or more.
+	isEnd bool
+}
 
 // Run relays one response of the given kind from backend to client. The
 // client's sequence id must be set to the first id of the response (one past
 // the command's), and the backend's likewise. It flushes the client at the
 // end and whenever the backend has nothing more buffered, so results that
 // trickle in reach the client without waiting for the end.
+//
+// Each packet goes to the step that expects it (relay_steps.go); the
+// features on top (EOF conversion, session-state filtering, the read-only
+// hold, the transaction-status override, the statement-id rewrite, LOCAL
+// INFILE) are small functions the steps call (relay_hooks.go).
 func (r *Relay) Run(client, backend *Conn, kind ResponseKind) (res Result, err error) {
-	r.sent = 0
 	r.track = r.track[:0]
-	defer func() {
-		res.Packets = r.sent
-		if len(r.track) > 0 {
-			res.Track = r.track
+	rs := &r.run
+	*rs = runState{
+		client: client, backend: backend, kind: kind,
+		deprecateEOF: r.ClientCaps&CapDeprecateEOF != 0,
+		backendOKEnd: r.BackendCaps&CapDeprecateEOF != 0,
+	}
+	err = r.steps()
+	res = rs.res
+	res.Packets = rs.sent
+	if len(r.track) > 0 {
+		res.Track = r.track
+	}
+	rs.client, rs.backend, rs.pk.p = nil, nil, nil
+	return res, err
+}
+
+// steps hands each packet of the response to its step until the response
+// ends.
+func (r *Relay) steps() error {
+	rs := &r.run
+	pk := &rs.pk
+	for rs.step != stepDone {
+		if err := r.next(pk); err != nil {
+			return err
 		}
-	}()
-	deprecateEOF := r.ClientCaps&CapDeprecateEOF != 0
-	backendOKEnd := r.BackendCaps&CapDeprecateEOF != 0
-	state := stFirst
-	var remaining uint64
-	var params, columns uint64
-	cont := false      // the next packet continues a split packet
-	refused := false   // a LOAD DATA LOCAL INFILE request was refused for the client
-	defsEnded := false // column definitions ended without an EOF (backendOKEnd)
-	r.done = 0
-	for state != stDone {
+		var err error
+		if pk.first == errHeader && !pk.splits && !rs.step.inDefinitions() {
+			if err := r.errPacket(pk); err != nil {
+				return err
+			}
+			continue
+		}
+		switch rs.step {
+		case stepHead:
+			err = r.head(pk)
+		case stepColumns, stepParams, stepPrepColumns:
+			err = r.definition(pk)
+		case stepColumnsEOF, stepParamsEOF, stepPrepColumnsEOF:
+			err = r.definitionsEOF(pk)
+		case stepRows:
+			err = r.row(pk)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := r.run.client.bw.Flush(); err != nil {
+		return &ClientError{err}
+	}
+	return nil
+}
+
+// next reads the header of the backend's next logical packet and peeks its
+// payload (all of it when it fits the read buffer). The parts of a split
+// packet after the first are forwarded as they come. Before it waits for
+// the backend, the client gets what is buffered for it.
+func (r *Relay) next(pk *packet) error {
+	rs := &r.run
+	client, backend := rs.client, rs.backend
+	for {
 		if backend.br.Buffered() < 4 {
 			if err := client.bw.Flush(); err != nil {
-				return res, &ClientError{err}
+				return &ClientError{err}
 			}
 		}
 		hdr, err := backend.br.Peek(4)
 		if err != nil {
-			return res, &BackendError{eofErr(err)}
+			return &BackendError{eofErr(err)}
 		}
 		n := int(hdr[0]) | int(hdr[1])<<8 | int(hdr[2])<<16
 		if hdr[3] != backend.seq {
-			return res, &BackendError{ErrSequence}
+			return &BackendError{ErrSequence}
 		}
 		backend.seq++
-		var p []byte // the payload, or its first bytes for a large packet
-		whole := 4+n <= backend.br.Size()
-		if backend.br.Buffered() < 4+min(n, inspectLen) || (whole && backend.br.Buffered() < 4+n) {
+		*pk = packet{n: n, whole: 4+n <= backend.br.Size()}
+		if backend.br.Buffered() < 4+min(n, inspectLen) || (pk.whole && backend.br.Buffered() < 4+n) {
 			// About to wait for the backend: let the client see what we have.
 			if err := client.bw.Flush(); err != nil {
-				return res, &ClientError{err}
+				return &ClientError{err}
 			}
 		}
-		if whole {
-			full, err := backend.br.Peek(4 + n)
-			if err != nil {
-				return res, &BackendError{eofErr(err)}
-			}
-			p = full[4:]
-		} else {
-			full, err := backend.br.Peek(4 + inspectLen)
-			if err != nil {
-				return res, &BackendError{eofErr(err)}
-			}
-			p = full[4:]
+		peek := inspectLen
+		if pk.whole {
+			peek = n
 		}
-		if cont {
-			cont = n == MaxPacketPayload
-			if err := r.forward(client, backend, n, whole); err != nil {
-				return res, err
-			}
-			continue
-		}
-		cont = n == MaxPacketPayload
-		if len(p) > n {
-			p = p[:n]
-		}
-		first := byte(0)
-		if n > 0 {
-			first = p[0]
-		}
-		// An end-of-rows packet: a classic EOF is always short; with
-		// CLIENT_DEPRECATE_EOF it is an OK packet with header 0xfe, which
-		// a row can only start with when it is 16 MiB or more.
-		isEnd := first == eofHeader && whole && (n < 9 || backendOKEnd && n < MaxPacketPayload)
-		if first == errHeader && !cont && state != stColumns && state != stPrepColumns && state != stParams {
-			res.Err = ParseERR(p)
-			if r.HoldReadOnly && state == stFirst && r.sent == 0 && res.Err.Code == ErOptionPreventsStatement {
-				if _, err := backend.br.Discard(4 + n); err != nil {
-					return res, &BackendError{err}
-				}
-				res.Held = true
-				return res, nil
-			}
-			if defsEnded && !deprecateEOF {
-				if err := r.writeDefsEOF(client, 0, r.defsStatus()); err != nil {
-					return res, err
-				}
-			}
-			if err := r.forward(client, backend, n, whole); err != nil {
-				return res, err
-			}
-			state = stDone
-			continue
-		}
-		switch state {
-		case stFirst:
-			switch {
-			case refused:
-				// The backend's answer to the empty file stays here.
-				if _, err := backend.br.Discard(4 + n); err != nil {
-					return res, &BackendError{err}
-				}
-				res.Err = NewError(1148, "42000", "The used command is not allowed with this MariaDB version: the client did not enable LOAD DATA LOCAL INFILE")
-				if err := client.WritePacket(AppendERR(r.scratch[:0], res.Err)); err != nil {
-					return res, &ClientError{err}
-				}
-				state = stDone
-				continue
-			case kind == ResponseRaw:
-				state = stDone
-			case kind == ResponsePrepare && first == okHeader && n >= 12:
-				res.StmtID = binary.LittleEndian.Uint32(p[1:])
-				if r.StmtID != 0 {
-					binary.LittleEndian.PutUint32(p[1:], r.StmtID)
-				}
-				columns = uint64(binary.LittleEndian.Uint16(p[5:]))
-				params = uint64(binary.LittleEndian.Uint16(p[7:]))
-				res.Columns, res.Params = uint16(columns), uint16(params)
-				res.Warnings = binary.LittleEndian.Uint16(p[10:])
-				state = r.afterPrepareOK(params, columns, &remaining)
-			case kind == ResponseFieldList || kind == ResponseFetch:
-				if isEnd {
-					return res, r.finish(client, backend, p, &res, &state, deprecateEOF, true)
-				}
-				state = stRows
-			case first == okHeader && whole:
-				more, err := r.okPacket(client, backend, p, &res)
-				if err != nil {
-					return res, err
-				}
-				if kind != ResponseQuery || !more {
-					state = stDone
-				}
-				continue
-			case first == localInfileHeader && kind == ResponseQuery && !refused:
-				res.LocalInfileRq = true
-				if r.ClientCaps&CapLocalFiles == 0 {
-					// The client did not allow LOCAL INFILE: answer the
-					// backend with an empty file and refuse like MariaDB.
-					refused = true
-					if _, err := backend.br.Discard(4 + n); err != nil {
-						return res, &BackendError{err}
-					}
-					if err := backend.WritePacket(nil); err != nil {
-						return res, &BackendError{err}
-					}
-					if err := backend.Flush(); err != nil {
-						return res, &BackendError{err}
-					}
-					continue
-				}
-				if err := r.forward(client, backend, n, whole); err != nil {
-					return res, err
-				}
-				if err := r.localInfile(client, backend); err != nil {
-					return res, err
-				}
-				continue
-			case kind == ResponseQuery:
-				cnt, _, good := readLenEnc(p)
-				if !good || cnt == 0 {
-					return res, &BackendError{ErrMalformed}
-				}
-				res.HadResultSet = true
-				res.Rows = 0
-				remaining = cnt
-				state = stColumns
-			default:
-				state = stDone
-			}
-		case stColumns, stPrepColumns, stParams:
-			if err := r.forward(client, backend, n, whole); err != nil {
-				return res, err
-			}
-			remaining--
-			if remaining > 0 {
-				continue
-			}
-			if !backendOKEnd {
-				state++ // the matching EOF state
-				continue
-			}
-			// No EOF follows the definitions.
-			switch state {
-			case stColumns:
-				// A classic client gets its EOF with the first row, or
-				// with the cursor's answer.
-				defsEnded = true
-				state = stRows
-				continue
-			case stParams:
-				state = stDone
-				if columns > 0 {
-					state, remaining = stPrepColumns, columns
-				}
-			case stPrepColumns:
-				state = stDone
-			}
-			if !deprecateEOF {
-				if err := r.writeDefsEOF(client, 0, r.defsStatus()); err != nil {
-					return res, err
-				}
-			}
-			continue
-		case stColumnsEOF, stParamsEOF, stPrepColumnsEOF:
-			if !isEnd || n >= 9 {
-				return res, &BackendError{ErrMalformed}
-			}
-			res.Warnings, res.Status = ParseEOF(p)
-			if r.OverrideTxn {
-				res.Status = r.txnStatus(res.Status)
-				setEOFStatus(p, res.Status)
-			}
-			next := stRows
-			switch state {
-			case stParamsEOF:
-				next = stDone
-				if columns > 0 {
-					next, remaining = stPrepColumns, columns
-				}
-			case stPrepColumnsEOF:
-				next = stDone
-			case stColumnsEOF:
-				if r.Cursor && res.Status&StatusCursorExists != 0 {
-					// A cursor was opened: rows come with COM_STMT_FETCH.
-					res.CursorOpened = true
-					if err := r.finish(client, backend, p, &res, &state, deprecateEOF, true); err != nil {
-						return res, err
-					}
-					continue
-				}
-			}
-			state = next
-			if deprecateEOF {
-				// CLIENT_DEPRECATE_EOF drops the EOF after definitions.
-				if _, err := backend.br.Discard(4 + n); err != nil {
-					return res, &BackendError{err}
-				}
-				continue
-			}
-		case stRows:
-			if defsEnded {
-				defsEnded = false
-				if isEnd && r.Cursor && kind == ResponseQuery {
-					if _, st := endStatus(p); st&StatusCursorExists != 0 {
-						// A cursor was opened: this packet stands for the
-						// EOF after the definitions; rows come with
-						// COM_STMT_FETCH.
-						res.CursorOpened = true
-						return res, r.finish(client, backend, p, &res, &state, deprecateEOF, true)
-					}
-				}
-				if !deprecateEOF {
-					if err := r.writeDefsEOF(client, 0, r.defsStatus()); err != nil {
-						return res, err
-					}
-				}
-			}
-			if isEnd {
-				if err := r.finish(client, backend, p, &res, &state, deprecateEOF, kind != ResponseQuery); err != nil {
-					return res, err
-				}
-				continue
-			}
-			res.Rows++
-		}
-		if err := r.forward(client, backend, n, whole); err != nil {
-			return res, err
-		}
-	}
-	if err := client.bw.Flush(); err != nil {
-		return res, &ClientError{err}
-	}
-	return res, nil
-}
-
-// afterPrepareOK picks the state after a COM_STMT_PREPARE OK packet.
-func (r *Relay) afterPrepareOK(params, columns uint64, remaining *uint64) int {
-	switch {
-	case params > 0:
-		*remaining = params
-		return stParams
-	case columns > 0:
-		*remaining = columns
-		return stPrepColumns
-	}
-	return stDone
-}
-
-// defsStatus is the status for the EOF after column definitions that a
-// CLIENT_DEPRECATE_EOF backend does not send: the hint, with more results
-// while the expected count says so.
-func (r *Relay) defsStatus() uint16 {
-	s := r.StatusHint
-	if r.Results > 0 && r.done+1 < r.Results {
-		s |= StatusMoreResults
-	}
-	return s
-}
-
-// writeDefsEOF writes the classic EOF packet that ends definitions, for a
-// classic client of a backend that sends none.
-func (r *Relay) writeDefsEOF(client *Conn, warnings, status uint16) error {
-	// Only the session's lasting bits and what the caller predicts (more
-	// results of a CALL): a cursor and the like belong to other
-	// statements. MariaDB's no-index bits cannot be known here.
-	status &= StatusInTrans | StatusAutocommit | StatusInTransReadonly | StatusNoBackslashEscapes |
-		statusAnsiQuotes | StatusMoreResults
-	if err := client.WritePacket(AppendEOF(r.scratch[:0], warnings, status)); err != nil {
-		return &ClientError{err}
-	}
-	r.sent++
-	return nil
-}
-
-// endStatus returns warnings and status of an end-of-rows packet: a
-// classic EOF or an OK packet with header 0xfe.
-func endStatus(p []byte) (warnings, status uint16) {
-	if len(p) < 9 {
-		return ParseEOF(p)
-	}
-	ok, _ := ParseOK(p)
-	return ok.Warnings, ok.Status
-}
-
-// finish handles the packet that ends a row set (a classic EOF, or an OK
-// packet with header 0xfe from a CLIENT_DEPRECATE_EOF backend): it is
-// written in the client's form (an OK packet with header 0xfe for
-// CLIENT_DEPRECATE_EOF clients, else a classic EOF) and decides whether
-// more results follow.
-func (r *Relay) finish(client, backend *Conn, p []byte, res *Result, state *int, deprecateEOF, single bool) error {
-	n := len(p)
-	classicIn := n < 9 && r.BackendCaps&CapDeprecateEOF == 0
-	var more bool
-	if classicIn {
-		res.Warnings, res.Status = ParseEOF(p)
-		if r.OverrideTxn {
-			res.Status = r.txnStatus(res.Status)
-			setEOFStatus(p, res.Status)
-		}
-		more = res.Status&StatusMoreResults != 0
-	}
-	if single || classicIn && !more {
-		*state = stDone
-	} else {
-		*state = stFirst
-	}
-	switch {
-	case !classicIn && deprecateEOF:
-		m, err := r.okPacket(client, backend, p, res)
+		full, err := backend.br.Peek(4 + peek)
 		if err != nil {
-			return err
+			return &BackendError{eofErr(err)}
 		}
-		more = m
-	case !classicIn:
-		// An OK packet to a classic client: an EOF with its warnings
-		// and status. Its session state is the gateway's only.
-		ok, _, st, _ := parseOK(p, r.BackendCaps)
-		r.track = append(r.track, st...)
-		r.done++
-		ok.Status = r.clientStatus(ok.Status, st)
-		if r.OverrideTxn {
-			ok.Status = r.txnStatus(ok.Status)
-		}
-		res.OK, res.Status, res.Warnings = ok, ok.Status, ok.Warnings
-		more = ok.Status&StatusMoreResults != 0
-		if _, err := backend.br.Discard(4 + n); err != nil {
-			return &BackendError{err}
-		}
-		if err := client.WritePacket(AppendEOF(r.scratch[:0], ok.Warnings, ok.Status)); err != nil {
-			return &ClientError{err}
-		}
-		r.sent++
-	case deprecateEOF:
-		// A classic EOF to a CLIENT_DEPRECATE_EOF client: an OK packet
-		// with header 0xfe.
-		b := append(r.scratch[:0], eofHeader, 0, 0, byte(res.Status), byte(res.Status>>8), byte(res.Warnings), byte(res.Warnings>>8))
-		if _, err := backend.br.Discard(4 + n); err != nil {
-			return &BackendError{err}
-		}
-		if err := client.WritePacket(b); err != nil {
-			return &ClientError{err}
-		}
-		r.sent++
-	default:
-		if err := r.forward(client, backend, n, true); err != nil {
-			return err
-		}
-	}
-	if !classicIn {
-		if single || !more {
-			*state = stDone
-		} else {
-			*state = stFirst
-		}
-	}
-	if *state == stDone {
-		if err := client.bw.Flush(); err != nil {
-			return &ClientError{err}
-		}
-	}
-	return nil
-}
-
-// okPacket relays a whole OK packet (header 0x00, or 0xfe ending rows from
-// a CLIENT_DEPRECATE_EOF backend to a CLIENT_DEPRECATE_EOF client). Its
-// session-state entries are kept for the caller (Result.Track); the client
-// gets only those it asked for (none without CLIENT_SESSION_TRACK), and an
-// info string in its own form. The packet is copied only when it must
-// change. more reports whether more results follow.
-func (r *Relay) okPacket(client, backend *Conn, p []byte, res *Result) (more bool, err error) {
-	ok, info, st, good := parseOK(p, r.BackendCaps)
-	if !good {
-		return false, &BackendError{ErrMalformed}
-	}
-	r.track = append(r.track, st...)
-	r.done++
-	clientTrack := r.ClientCaps&CapSessionTrack != 0
-	backendTrack := r.BackendCaps&CapSessionTrack != 0
-	keep := st
-	if !clientTrack {
-		keep = nil
-	} else if len(st) > 0 && r.Trackers != nil {
-		before := r.Trackers
-		r.Trackers = r.Trackers.Updated(st)
-		r.kept = r.Trackers.Append(r.kept[:0], st)
-		if r.Trackers.TxnInfo > before.TxnInfo {
-			// The client just turned the transaction tracker on:
-			// MariaDB reports the current state (and characteristics)
-			// at once, state first.
-			r.kept = r.txnEntries(r.kept, st)
-		}
-		keep = r.kept
-	}
-	status := ok.Status
-	if len(keep) == 0 {
-		status &^= StatusSessionStateChange
-	}
-	if r.OverrideTxn {
-		status = r.txnStatus(status)
-	}
-	ok.Status = status
-	res.OK, res.Status, res.Warnings = ok, ok.Status, ok.Warnings
-	n := len(p)
-	if len(keep) == len(st) && (clientTrack == backendTrack || len(st) == 0 && backendTrack) {
-		// The client gets the packet as it is, but for its status (a
-		// MariaDB OK packet without session state is the same for every
-		// client: the info is length-encoded either way).
-		setOKStatus(p, status)
-		return status&StatusMoreResults != 0, r.forward(client, backend, n, true)
-	}
-	b := append(r.okBuf[:0], p[0])
-	b = appendLenEnc(b, ok.AffectedRows)
-	b = appendLenEnc(b, ok.LastInsertID)
-	b = append(b, byte(status), byte(status>>8), byte(ok.Warnings), byte(ok.Warnings>>8))
-	switch {
-	case clientTrack:
-		if len(info) > 0 || len(keep) > 0 {
-			b = appendLenEnc(b, uint64(len(info)))
-			b = append(b, info...)
-		}
-		if len(keep) > 0 {
-			b = appendLenEnc(b, uint64(len(keep)))
-			b = append(b, keep...)
-		}
-	case backendTrack:
-		// MariaDB sends the info length-encoded to every client.
-		if len(info) > 0 {
-			b = appendLenEnc(b, uint64(len(info)))
-			b = append(b, info...)
-		}
-	default:
-		b = append(b, info...) // as the backend sent it
-	}
-	r.okBuf = b[:0]
-	if _, err := backend.br.Discard(4 + n); err != nil {
-		return false, &BackendError{err}
-	}
-	if err := client.WritePacket(b); err != nil {
-		return false, &ClientError{err}
-	}
-	r.sent++
-	return status&StatusMoreResults != 0, nil
-}
-
-// txnEntries replaces the transaction entries of kept (a copy of some of
-// st) with the current state and, at the characteristics level, the
-// characteristics: from st when the backend reported them, else the
-// session's last.
-func (r *Relay) txnEntries(kept, st []byte) []byte {
-	state, chars := r.TxnState, r.TxnChars
-	if state == "" {
-		state = "________"
-	}
-	EachTrack(st, func(typ byte, data []byte) {
-		if s, ok := TrackString(data); ok {
-			switch typ {
-			case TrackTransactionState:
-				state = string(s)
-			case TrackTransactionCharacteristics:
-				chars = string(s)
+		pk.p = full[4:]
+		if rs.cont {
+			rs.cont = n == MaxPacketPayload
+			if err := r.forward(pk); err != nil {
+				return err
 			}
+			continue
 		}
-	})
-	out := kept[:0]
-	for rest := kept; len(rest) > 0; {
-		_, n, ok := readLenEncString(rest[1:])
-		if !ok {
-			break
+		pk.splits = n == MaxPacketPayload
+		rs.cont = pk.splits
+		if len(pk.p) > n {
+			pk.p = pk.p[:n]
 		}
-		if t := rest[0]; t != TrackTransactionState && t != TrackTransactionCharacteristics {
-			out = append(out, rest[:1+n]...)
+		if n > 0 {
+			pk.first = pk.p[0]
 		}
-		rest = rest[1+n:]
+		pk.isEnd = pk.first == eofHeader && pk.whole && (n < 9 || rs.backendOKEnd && n < MaxPacketPayload)
+		return nil
 	}
-	out = appendTrack(out, TrackTransactionState, state)
-	if r.Trackers.TxnInfo >= TrackTxnCharacteristics {
-		out = appendTrack(out, TrackTransactionCharacteristics, chars)
-	}
-	return out
 }
 
-// clientStatus clears the session-state-changed bit when the client gets
-// none of the entries st.
-func (r *Relay) clientStatus(status uint16, st []byte) uint16 {
-	if r.ClientCaps&CapSessionTrack == 0 || len(st) == 0 ||
-		r.Trackers != nil && len(r.Trackers.Append(r.kept[:0], st)) == 0 {
-		status &^= StatusSessionStateChange
-	}
-	return status
-}
-
-// forward copies the current backend packet (header already peeked, payload
-// n bytes) to the client with the client's next sequence id.
-func (r *Relay) forward(client, backend *Conn, n int, whole bool) error {
-	if whole {
-		full, _ := backend.br.Peek(4 + n)
+// forward copies the packet to the client with the client's next
+// sequence id.
+func (r *Relay) forward(pk *packet) error {
+	rs := &r.run
+	client, backend := rs.client, rs.backend
+	if pk.whole {
+		rs.sent++
+		full, _ := backend.br.Peek(4 + pk.n)
 		full[3] = client.seq
 		client.seq++
-		r.sent++
 		_, werr := client.bw.Write(full)
-		if _, err := backend.br.Discard(4 + n); err != nil {
+		if _, err := backend.br.Discard(4 + pk.n); err != nil {
 			return &BackendError{err}
 		}
 		if werr != nil {
@@ -707,14 +350,14 @@ func (r *Relay) forward(client, backend *Conn, n int, whole bool) error {
 		}
 		return nil
 	}
-	if err := client.writeHeader(n); err != nil {
+	if err := client.writeHeader(pk.n); err != nil {
 		return &ClientError{err}
 	}
-	r.sent++
+	rs.sent++
 	if _, err := backend.br.Discard(4); err != nil {
 		return &BackendError{err}
 	}
-	if _, err := io.CopyN(client.bw, backend.br, int64(n)); err != nil {
+	if _, err := io.CopyN(client.bw, backend.br, int64(pk.n)); err != nil {
 		// CopyN cannot tell which side failed; ask the writer.
 		if ferr := client.bw.Flush(); ferr != nil {
 			return &ClientError{ferr}
@@ -724,33 +367,20 @@ func (r *Relay) forward(client, backend *Conn, n int, whole bool) error {
 	return nil
 }
 
-// localInfile relays a LOAD DATA LOCAL INFILE exchange: the client's file
-// content goes to the backend until the client's empty packet. A client that
-// did not negotiate CLIENT_LOCAL_FILES never sees the request: the backend
-// gets an empty file, and the caller reports the refusal.
-func (r *Relay) localInfile(client, backend *Conn) error {
-	if err := client.bw.Flush(); err != nil {
-		return &ClientError{err}
-	}
-	for {
-		p, err := client.ReadPacketAux()
-		if err != nil {
-			// The backend waits for the end of the file: tell it, so the
-			// connection stays usable, then report the client failure.
-			_ = backend.WritePacket(nil)
-			_ = backend.Flush()
-			return &ClientError{err}
-		}
-		if err := backend.WritePacket(p); err != nil {
-			return &BackendError{err}
-		}
-		if len(p) == 0 {
-			break
-		}
-	}
-	if err := backend.Flush(); err != nil {
+// drop consumes the packet without sending it.
+func (r *Relay) drop(pk *packet) error {
+	if _, err := r.run.backend.br.Discard(4 + pk.n); err != nil {
 		return &BackendError{err}
 	}
+	return nil
+}
+
+// write sends a packet the relay built itself.
+func (r *Relay) write(p []byte) error {
+	if err := r.run.client.WritePacket(p); err != nil {
+		return &ClientError{err}
+	}
+	r.run.sent++
 	return nil
 }
 
@@ -759,35 +389,4 @@ func eofErr(err error) error {
 		return io.ErrUnexpectedEOF
 	}
 	return err
-}
-
-// statusAnsiQuotes is MariaDB's SERVER_STATUS_ANSI_QUOTES.
-const statusAnsiQuotes uint16 = 0x8000
-
-// txnMask is the status bits OverrideTxn replaces.
-const txnMask = StatusInTrans | StatusAutocommit | StatusInTransReadonly
-
-// txnStatus applies OverrideTxn to a status.
-func (r *Relay) txnStatus(s uint16) uint16 { return s&^txnMask | r.TxnStatus&txnMask }
-
-// setOKStatus writes status into an OK packet's payload in place.
-func setOKStatus(p []byte, status uint16) {
-	i := 1
-	for range 2 { // affected rows, last insert id
-		_, n, ok := readLenEnc(p[i:])
-		if !ok {
-			return
-		}
-		i += n
-	}
-	if len(p) >= i+2 {
-		binary.LittleEndian.PutUint16(p[i:], status)
-	}
-}
-
-// setEOFStatus writes status into an EOF packet's payload in place.
-func setEOFStatus(p []byte, status uint16) {
-	if len(p) >= 5 {
-		binary.LittleEndian.PutUint16(p[3:], status)
-	}
 }

@@ -360,3 +360,48 @@ func TestRelayOverrideTxn(t *testing.T) {
 		}
 	}
 }
+
+// forwardBuffered takes the rows that are whole in the read buffer and
+// stops before whatever may not be a row, or is not all there yet.
+func TestForwardBufferedStopsBeforeNonRows(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		want int
+	}{
+		{"rows then EOF", packets(1, textRow("a"), textRow("b"), eofPkt(0, 2)), 2},
+		{"rows then ERR", packets(1, textRow("a"), AppendERR(nil, NewError(1317, "70100", "x"))), 1},
+		{"empty packet", packets(1, textRow("a"), nil, textRow("b")), 1},
+		{"out of sequence", append(packets(1, textRow("a")), packets(9, textRow("b"))...), 1},
+		{"partial packet", packets(1, textRow("a"), textRow("bbbbbbbb"))[:14], 1},
+		{"limit", packets(1, textRow("a"), textRow("b"), textRow("c")), 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			client := NewConn(&memConn{r: bytes.NewReader(nil), w: &out}, 64, 4096)
+			backend := NewConn(&memConn{r: bytes.NewReader(tc.in), w: io.Discard}, 4096, 64)
+			if _, err := backend.br.Peek(len(tc.in)); err != nil && err != io.EOF {
+				t.Fatal(err)
+			}
+			client.SetSeq(7)
+			backend.SetSeq(1)
+			r := &Relay{}
+			r.run.client, r.run.backend = client, backend
+			max := 10
+			if tc.name == "limit" {
+				max = 2
+			}
+			n, err := r.forwardBuffered(max, true)
+			if err != nil || n != tc.want {
+				t.Fatalf("forwardBuffered = %d, %v; want %d", n, err, tc.want)
+			}
+			if err := client.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			seqs, _ := splitPackets(t, out.Bytes())
+			if len(seqs) != n || seqs[0] != 7 || backend.seq != byte(1+n) || client.seq != byte(7+n) {
+				t.Errorf("client got sequence ids %v; backend at %d, client at %d", seqs, backend.seq, client.seq)
+			}
+		})
+	}
+}
