@@ -1,7 +1,15 @@
-package healthcheck
+// Package balance is the replica selection policy of the gateway's
+// routing: a latency score per backend (an exponentially weighted moving
+// average of statement latencies), stickiness (a session keeps its replica
+// while it stays within the threshold of the best) and the hot-backend skip
+// (a backend far above the in-flight limit is passed over with a
+// probability that rises with its load). Discovery (healthcheck) says
+// which backends serve; this package says which of them a session uses.
+package balance
 
 import (
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -116,7 +124,7 @@ func (p Policy) Pick(cands []Candidate, rnd func() float64) int {
 		return -1
 	}
 	if rnd == nil {
-		rnd = randFloat
+		rnd = rand.Float64
 	}
 	if len(cands) == 1 {
 		return 0

@@ -1,4 +1,4 @@
-package healthcheck
+package balance
 
 import (
 	"math/rand/v2"

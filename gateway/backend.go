@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/directgate/directgate/balance"
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/forward"
 	"github.com/directgate/directgate/healthcheck"
@@ -99,7 +100,7 @@ type backend struct {
 	cluster *cluster
 	// load counts statements in flight and their latency score, for
 	// replica selection.
-	load healthcheck.Load
+	load balance.Load
 
 	// pools by account and CLIENT_FOUND_ROWS, each opened on first use
 	// (only the cluster account's plain pool warms up). Copy-on-write:

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/directgate/directgate/balance"
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/healthcheck"
 	"github.com/directgate/directgate/internal/mysqlserver"
@@ -110,13 +111,13 @@ func (ss *Session) pickReplica(snap *healthcheck.Snapshot, conf *config.Cluster,
 		if be == ss.replica {
 			cur = len(cands)
 		}
-		cands = append(cands, healthcheck.Candidate{Addr: addr, RTT: v.Last.RTT, Score: be.load.Score(), InFlight: be.load.InFlight()})
+		cands = append(cands, balance.Candidate{Addr: addr, RTT: v.Last.RTT, Score: be.load.Score(), InFlight: be.load.InFlight()})
 	}
 	ss.cands = cands
 	if len(cands) == 0 {
 		return nil
 	}
-	policy := healthcheck.Policy{Stickiness: conf.StickinessThreshold, HotLimit: *conf.HotLimit}
+	policy := balance.Policy{Stickiness: conf.StickinessThreshold, HotLimit: *conf.HotLimit}
 	if cur >= 0 && policy.Keep(cands[cur], cands) {
 		return ss.replica
 	}

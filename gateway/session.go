@@ -12,8 +12,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/directgate/directgate/balance"
 	"github.com/directgate/directgate/config"
-	"github.com/directgate/directgate/healthcheck"
 	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/pools"
 	"github.com/directgate/directgate/querypath"
@@ -75,7 +75,7 @@ type Session struct {
 	// is the session's sticky replica; cands is scratch for picking one.
 	target  target
 	replica *backend
-	cands   []healthcheck.Candidate
+	cands   []balance.Candidate
 	// lastGTID is the GTID of the session's last write, for causal reads;
 	// gtidSeenOn is the replica known to have applied it.
 	lastGTID   string

@@ -576,9 +576,6 @@ func (o *Observer) emit(events []logEvent) {
 	}
 }
 
-// randFloat is Policy.Pick's default source of randomness.
-func randFloat() float64 { return rand.Float64() }
-
 // downReasons lists why the backends that do not serve are down, from
 // their last probe (for example a TLS verification failure), as
 // " (addr: error; ...)"; empty when no probe failed.
