@@ -126,7 +126,7 @@ func addSession(t testing.TB, srv *Server, id uint32, user string, inTxn bool, p
 	t.Helper()
 	c1, c2 := net.Pipe()
 	t.Cleanup(func() { c1.Close(); c2.Close() })
-	ss := &Session{srv: srv, id: id, nc: c1}
+	ss := &Session{srv: srv, id: id, clientSide: clientSide{nc: c1}}
 	ss.owner.Store(&user)
 	ss.inTxn.Store(inTxn)
 	if sticky := pins &^ transientPins; sticky != 0 {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/directgate/directgate/pools"
 	"github.com/directgate/directgate/querypath"
 )
 
@@ -108,3 +109,32 @@ func (s *Server) SessionStats() (sessions, pinnedByState int64) {
 // lock_tables, prepare, found_rows, last_result, unreplayable, xa,
 // cursor, warnings, next_transaction, server_state.
 func (s *Server) PinStats() map[string]int64 { return s.pinStats.snapshot() }
+
+// leaseState is the backend connection the session holds and why: during
+// a statement always, between statements while pins say it must (state
+// that lives only on that connection). Objects that pin are tracked by
+// name so the pin ends with the last of them.
+type leaseState struct {
+	// lease is the backend connection serving the current statement, and
+	// between statements the connection the session is pinned to.
+	lease *pools.Lease[*backendConn]
+	// leaseRole says whether lease was taken from the primary or a
+	// replica.
+	leaseRole role
+	// pins are the reasons the session holds lease between statements;
+	// everPinned records a pin by session state, for SessionStats.
+	pins       pinSet
+	everPinned bool
+	// tempTables and sqlStmts are the session's temporary tables
+	// (db.table) and SQL-level prepared statement names (lower case),
+	// which pin it until the last is gone.
+	tempTables map[string]struct{}
+	sqlStmts   map[string]struct{}
+}
+
+// hasTemp reports whether the session has the temporary table name
+// (db.table).
+func (ls *leaseState) hasTemp(name string) bool {
+	_, ok := ls.tempTables[name]
+	return ok
+}

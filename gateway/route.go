@@ -266,3 +266,20 @@ func (e *splitBrainError) Error() string {
 // gtidUnknown marks a session whose last write's GTID could not be read:
 // its reads go to the primary until its next write.
 const gtidUnknown = "\x00unknown"
+
+// routeState is where the session's statements go: its read target, its
+// sticky replica and what causal reads need.
+type routeState struct {
+	// target is where reads go (USE db@replica / db@primary); replica
+	// is the session's sticky replica; cands is scratch for picking one.
+	target  target
+	replica *backend
+	cands   []balance.Candidate
+	// lastGTID is the GTID of the session's last write, for causal reads;
+	// gtidSeenOn is the replica known to have applied it.
+	lastGTID   string
+	gtidSeenOn *backend
+	// gtidPending says the session wrote on its leased connection and
+	// the write's GTID is still to be read.
+	gtidPending bool
+}

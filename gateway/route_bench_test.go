@@ -81,7 +81,7 @@ func benchSession(b testing.TB, replicas int) *Session {
 	for snap := srv.health.Snapshot(); snap.Cluster("main") == nil || len(snap.Cluster("main").Backends) != len(addrs); snap = srv.health.Snapshot() {
 		<-snap.Changed()
 	}
-	ss := &Session{srv: srv, log: srv.log, cluster: c, status: wire.StatusAutocommit, collation: wire.DefaultCollation}
+	ss := &Session{srv: srv, log: srv.log, cluster: c, clientSide: clientSide{status: wire.StatusAutocommit, collation: wire.DefaultCollation}}
 	ss.resetState()
 	return ss
 }

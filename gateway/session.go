@@ -12,7 +12,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/directgate/directgate/balance"
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/pools"
@@ -38,21 +37,46 @@ const (
 // Session is one client connection and its state. See the package comment
 // for the concurrency contract.
 type Session struct {
-	srv *Server
-	id  uint32
-	log hclog.Logger
+	srv     *Server
+	id      uint32
+	log     hclog.Logger
+	user    config.User
+	cluster *cluster
+	// now is when the current statement arrived (read once, for its
+	// metrics), for the idle check of a pooled connection.
+	now time.Time
+	// ctx ends with the session, or when ForceClose cuts it: every wait
+	// of the session (pool acquires, the wait for a primary, a causal
+	// wait) ends with it. cancel is ctx's.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// The parts, each with one job (and its own file):
+	clientSide    // the client's socket, protocol and status (session.go)
+	replayState   // what any backend connection can be brought to (state.go)
+	routeState    // where reads go, the sticky replica, causal reads (route.go)
+	leaseState    // the backend connection held and why (pins.go)
+	preparedStmts // binary-protocol prepared statements (stmt.go)
+	sessionView   // what other goroutines read (shutdown, KILL, status)
+
+	relay wire.Relay
+	// diag is what the previous statement left for ROW_COUNT(),
+	// FOUND_ROWS() and SHOW WARNINGS (diag.go).
+	diag diagnostics
+}
+
+// clientSide is the session's client connection: socket, negotiated
+// protocol and what the client was last told. Only the session's
+// goroutine touches it.
+type clientSide struct {
 	// nc is the client's socket, for deadlines, its address and closing
 	// (which also hold for TLS over it, so other goroutines never need to
 	// know whether the client switched to TLS). Reads and writes go
 	// through client, which carries TLS after an SSL request.
-	nc      net.Conn
-	client  *wire.Conn
-	user    config.User
-	cluster *cluster
-	relay   wire.Relay
+	nc     net.Conn
+	client *wire.Conn
 	// salt is the auth data of the handshake, reused by COM_CHANGE_USER.
 	salt []byte
-
 	// caps are the capabilities the client negotiated.
 	caps uint32
 	// collation is the client's handshake collation; namesPending says it
@@ -60,87 +84,22 @@ type Session struct {
 	// round trip once per cluster).
 	collation    byte
 	namesPending bool
-
-	// Replayable state, brought onto whichever connection serves the
-	// session. stateID changes whenever db, vars or multiStmt change.
-	db        string
-	vars      map[string]string
-	multiStmt bool
-	stateID   uint64
-	// globals is cluster.globals when the session started: connections
-	// whose sessions are older are reset before they serve it.
-	globals uint64
-
-	// target is where reads go (USE db@replica / db@primary); replica
-	// is the session's sticky replica; cands is scratch for picking one.
-	target  target
-	replica *backend
-	cands   []balance.Candidate
-	// lastGTID is the GTID of the session's last write, for causal reads;
-	// gtidSeenOn is the replica known to have applied it.
-	lastGTID   string
-	gtidSeenOn *backend
-	// gtidPending says the session wrote on its leased connection and
-	// the write's GTID is still to be read.
-	gtidPending bool
-
 	// status holds the backend status flags of the last OK or EOF.
 	status uint16
-	// lease is the backend connection serving the current statement, and
-	// between statements the connection the session is pinned to.
-	lease *pools.Lease[*backendConn]
-	// leaseRole says whether lease was taken from the primary or a
-	// replica.
-	leaseRole role
-	// pins are the reasons the session holds lease between statements;
-	// everPinned records a pin by session state, for SessionStats.
-	pins       pinSet
-	everPinned bool
-	// stmts are the session's prepared statements by the ids the gateway
-	// gave them; stmtBytes is their text and long data in bytes; cursors
-	// counts open cursors.
-	stmts      map[uint32]*stmt
-	nextStmtID uint32
-	stmtBytes  int
-	cursors    int
-	execBuf    []byte
-	// tempTables and sqlStmts are the session's temporary tables
-	// (db.table) and SQL-level prepared statement names (lower case),
-	// which pin it until the last is gone.
-	tempTables map[string]struct{}
-	sqlStmts   map[string]struct{}
-	// stateKeyID and stateKeyStr cache stateKey() for stateID.
-	stateKeyID  uint64
-	stateKeyStr string
-	// lastInsertID is the session's LAST_INSERT_ID(), replayed onto a
-	// connection whose own differs for statements that read it;
-	// insertIDPending says a statement may have changed it on the leased
-	// connection, where it is read back before the connection is released.
-	lastInsertID    uint64
-	insertIDPending bool
-	// insertIDSynced says the leased connection's LAST_INSERT_ID() is the
-	// session's (it was, or was replayed, before the session's statements
-	// that may change it ran there).
-	insertIDSynced bool
-	// tracked is scratch for what the server's trackers reported of the
-	// last statement; trackers is what the client is shown of them (its
-	// own session_track_* settings).
-	tracked  serverState
-	trackers *wire.TrackFilter
-	// txnState and txnChars are the transaction state and
-	// characteristics the server last reported.
-	txnState, txnChars string
-	// execCall is set while a prepared CALL executes.
-	execCall bool
 	// lastOK tells whether the last statement relayed succeeded.
 	lastOK bool
-	// diag is what the previous statement left for ROW_COUNT(),
-	// FOUND_ROWS() and SHOW WARNINGS.
-	diag diagnostics
-	// now is when the current statement arrived (read once, for its
-	// metrics), for the idle check of a pooled connection.
-	now time.Time
+	// watch checks that the client is still there while a statement runs
+	// long (see checkClient).
+	watch *time.Timer
+	// failNoted is set once authFailed has counted a failed login of
+	// this connection.
+	failNoted bool
+}
 
+// sessionView is the part of a session other goroutines read or set:
+// shutdown, KILL from other sessions, the status page. Every field is
+// safe for concurrent use (counted is guarded by Server.mu).
+type sessionView struct {
 	busy atomic.Bool
 	// pinView publishes the sticky pins and their backend.
 	pinView atomic.Pointer[pinView]
@@ -158,17 +117,6 @@ type Session struct {
 	// inFlight is the backend connection of the statement being relayed,
 	// so a forced shutdown can cut a statement that waits on the backend.
 	inFlight atomic.Pointer[backendConn]
-	// watch checks that the client is still there while a statement runs
-	// long (see checkClient).
-	watch *time.Timer
-	// ctx ends with the session, or when forceClose cuts it: every wait
-	// of the session (pool acquires, the wait for a primary, a causal
-	// wait) ends with it. cancel is ctx's.
-	ctx    context.Context
-	cancel context.CancelFunc
-	// failNoted is set once authFailed has counted a failed login of
-	// this connection.
-	failNoted bool
 	// cut is set when the gateway itself cuts the session (KILL, forced
 	// shutdown): the backend connection it closes is not a backend
 	// failure, and nothing is retried.
@@ -186,12 +134,14 @@ func (s *Server) NewConn(nc net.Conn, id uint32) mysqlserver.Conn {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ss := &Session{
-		srv:    s,
-		id:     id,
-		nc:     nc,
-		client: wire.NewConn(cw, clientReadBuffer, clientWriteBuffer),
+		srv: s,
+		id:  id,
+		clientSide: clientSide{
+			nc:     nc,
+			client: wire.NewConn(cw, clientReadBuffer, clientWriteBuffer),
+			status: wire.StatusAutocommit,
+		},
 		log:    s.log.With("conn_id", id, "client_addr", nc.RemoteAddr().String()),
-		status: wire.StatusAutocommit,
 		ctx:    ctx,
 		cancel: cancel,
 	}
@@ -267,9 +217,6 @@ func (ss *Session) context() context.Context {
 	}
 	return ss.ctx
 }
-
-// nextState gives the session a new state version after a change.
-func (ss *Session) nextState() { ss.stateID = ss.srv.stateIDs.Add(1) }
 
 // InterruptIfIdle implements mysqlserver.Conn: it wakes a session waiting
 // for its next command so it sees the shutdown; a busy session sees it
@@ -920,10 +867,7 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 	if ok {
 		ss.status = res.Status
 		if !conn.tracked && (route.Kind == querypath.KindUse || route.Database != "") {
-			ss.db = strings.Clone(route.Database)
-			conn.db = ss.db
-			ss.nextState()
-			conn.syncedState = ss.stateID
+			ss.dbChangedOn(conn, strings.Clone(route.Database))
 		}
 		if len(route.Vars) > 0 {
 			pins |= ss.applySet(conn, route.Vars)
@@ -949,9 +893,7 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 				db = ss.db
 			}
 			if db != ss.db {
-				ss.db, conn.db = db, db
-				ss.nextState()
-				conn.syncedState = ss.stateID
+				ss.dbChangedOn(conn, db)
 			}
 		}
 		if res.Status&wire.StatusInTrans != 0 || res.Status&wire.StatusAutocommit == 0 {
@@ -1101,25 +1043,6 @@ func (ss *Session) trackObjects(route querypath.Route) querypath.Pin {
 	return unpin
 }
 
-func (ss *Session) hasTemp(name string) bool {
-	_, ok := ss.tempTables[name]
-	return ok
-}
-
-// qualify gives an unqualified table name the session's database.
-func (ss *Session) qualify(name string) string {
-	inQuote := false
-	for i := 0; i < len(name); i++ {
-		switch {
-		case name[i] == '`':
-			inQuote = !inQuote
-		case name[i] == '.' && !inQuote:
-			return name
-		}
-	}
-	return ss.db + "." + name
-}
-
 // setPins changes the session's pin reasons, counting and logging the new
 // ones.
 func (ss *Session) setPins(p pinSet) {
@@ -1183,9 +1106,7 @@ func (ss *Session) applySet(conn *backendConn, vars []querypath.SetVar) pinSet {
 		}
 		ss.vars[strings.Clone(v.Name)] = value
 	}
-	ss.nextState()
-	conn.vars = copyVars(ss.vars)
-	conn.syncedState = ss.stateID
+	ss.varsChangedOn(conn)
 	return pins
 }
 

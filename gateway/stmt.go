@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"errors"
-	"sort"
-	"strings"
 	"time"
 	"unsafe"
 
@@ -67,31 +65,25 @@ type connStmtKey struct {
 	sql   string
 }
 
+// preparedStmts are the session's binary-protocol prepared statements,
+// by the ids the gateway gave them. A statement is prepared on a backend
+// connection only when it runs there (see stmtKey).
+type preparedStmts struct {
+	stmts      map[uint32]*stmt
+	nextStmtID uint32
+	// stmtBytes is their text and long data in bytes; cursors counts
+	// open cursors.
+	stmtBytes int
+	cursors   int
+	execBuf   []byte
+	// execCall is set while a prepared CALL executes.
+	execCall bool
+}
+
 // connStmt is a statement prepared on a backend connection.
 type connStmt struct {
 	id      uint32
 	lastUse uint64
-}
-
-// stateKey describes the session state a statement's meaning depends on:
-// the database and the session variables (sql_mode, character set, ...).
-func (ss *Session) stateKey() string {
-	if ss.stateKeyID == ss.stateID {
-		return ss.stateKeyStr
-	}
-	names := make([]string, 0, len(ss.vars))
-	for name := range ss.vars {
-		names = append(names, name)
-	}
-	sort.Strings(names) // the same state gives the same key in every session
-	var b strings.Builder
-	b.WriteString(ss.db)
-	for _, name := range names {
-		b.WriteString("\x00" + name + "=" + ss.vars[name])
-	}
-	key := b.String()
-	ss.stateKeyID, ss.stateKeyStr = ss.stateID, key
-	return key
 }
 
 // stmtKey names st on a backend connection: its text under the session

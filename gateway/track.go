@@ -184,10 +184,7 @@ func (ss *Session) applyServerState(conn *backendConn, route querypath.Route, re
 			m.disagreement(disagreeSchema)
 		}
 		if ss.db != st.schema || conn.db != st.schema {
-			ss.db = strings.Clone(st.schema)
-			conn.db = ss.db
-			ss.nextState()
-			conn.syncedState = ss.stateID
+			ss.dbChangedOn(conn, strings.Clone(st.schema))
 		}
 	}
 	if res.Err == nil && !route.SetStatement {
@@ -243,9 +240,7 @@ func (ss *Session) applyServerState(conn *backendConn, route querypath.Route, re
 		}
 	}
 	if changedVars {
-		ss.nextState()
-		conn.vars = copyVars(ss.vars)
-		conn.syncedState = ss.stateID
+		ss.varsChangedOn(conn)
 	}
 	if st.changed && !explainsStateChange(route) {
 		// State the gateway cannot see or replay (a user variable set
