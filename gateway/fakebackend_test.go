@@ -12,13 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/healthcheck"
-	"github.com/directgate/directgate/internal/mysqlserver"
-	"github.com/directgate/directgate/pools"
-	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
-	"github.com/hashicorp/go-hclog"
 )
 
 // This file is a scripted fake backend: the session, relay and retry
@@ -170,53 +165,16 @@ func (c *bufConn) take(t *testing.T) [][]byte {
 // with clientCaps negotiated.
 func fakeSession(t *testing.T, clientCaps uint32, servers ...*fakeServer) (*Session, *bufConn) {
 	t.Helper()
-	cl, err := querypath.New()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var addrs []string
+	byAddr := map[string]*fakeServer{}
 	for _, f := range servers {
 		addrs = append(addrs, f.addr)
+		byAddr[f.addr] = f
 	}
-	cfg, err := config.Parse([]byte(fmt.Sprintf("users: [{user: u}]\nclusters: [{name: main, backend_user: g, replica_reads: %v, backends: ['%s']}]\n",
-		len(servers) > 1, strings.Join(addrs, "', '"))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &Server{cfg: cfg, classifier: cl, log: hclog.NewNullLogger(), clusters: map[string]*cluster{}}
-	srv.front = mysqlserver.New(srv, srv.log)
-	srv.metrics = newMetrics(srv)
-	c := &cluster{name: "main", log: srv.log}
-	c.conf.Store(&cfg.Clusters[0])
-	backends := map[string]*backend{}
-	for _, f := range servers {
-		be := &backend{addr: f.addr, cluster: c}
-		p, err := pools.New(pools.Config[*backendConn]{
-			Name: f.addr, Size: 4, MinIdle: -1,
-			Dial: func(context.Context) (*backendConn, error) { return f.dial(be), nil },
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		be.pools.Store(&map[poolKey]*pools.Pool[*backendConn]{{}: p})
-		backends[f.addr] = be
-	}
-	c.backends.Store(&backends)
-	srv.clusters["main"], srv.clusterNames = c, []string{"main"}
-	srv.health, err = healthcheck.New(healthcheck.Config{Interval: time.Hour, Rise: 1, Prober: scriptProber{primary: addrs[0]}, Backends: srv.healthBackends})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.health.Close() })
-	for snap := srv.health.Snapshot(); snap.Cluster("main") == nil || len(snap.Cluster("main").Backends) != len(addrs); snap = srv.health.Snapshot() {
-		<-snap.Changed()
-	}
-	for _, name := range srv.clusterNames {
-		srv.clusters[name].health.Store(srv.health)
-	}
+	dial := func(be *backend) *backendConn { return byAddr[be.addr].dial(be) }
+	srv := testServer(t, addrs, len(servers) > 1, dial, scriptProber{primary: addrs[0]}, time.Hour)
 	nc := &bufConn{}
-	ss := &Session{srv: srv, log: srv.log, cluster: c, clientSide: clientSide{
+	ss := &Session{srv: srv, log: srv.log, cluster: srv.clusters["main"], clientSide: clientSide{
 		nc: nc, client: wire.NewConn(nc, 4096, 4096), caps: clientCaps, collation: wire.DefaultCollation,
 	}}
 	user := "u"

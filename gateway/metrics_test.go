@@ -14,17 +14,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/forward"
 	"github.com/directgate/directgate/healthcheck"
 	"github.com/directgate/directgate/internal/mysqlserver"
-	"github.com/directgate/directgate/pools"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
 )
@@ -70,54 +67,16 @@ type statusFixture struct {
 
 func newStatusFixture(t testing.TB, addrs ...string) *statusFixture {
 	t.Helper()
-	cl, err := querypath.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse([]byte(fmt.Sprintf("users: [{user: u}]\nclusters: [{name: main, backend_user: g, replica_reads: on, backends: ['%s']}]\n",
-		strings.Join(addrs, "', '"))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &Server{cfg: cfg, classifier: cl, log: hclog.NewNullLogger(), clusters: map[string]*cluster{}}
-	srv.front = mysqlserver.New(srv, srv.log)
-	srv.metrics = newMetrics(srv)
-	c := &cluster{name: "main", log: srv.log}
-	c.conf.Store(&cfg.Clusters[0])
-	backends := map[string]*backend{}
-	for _, addr := range addrs {
-		be := &backend{addr: addr, cluster: c}
-		p, err := pools.New(pools.Config[*backendConn]{
-			Name: addr, Size: 8, MinIdle: -1,
-			Dial: func(context.Context) (*backendConn, error) {
-				return &backendConn{BackendConn: &wire.BackendConn{Conn: wire.NewConn(nopConn{}, 16, 16)}, be: be}, nil
-			},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		be.pools.Store(&map[poolKey]*pools.Pool[*backendConn]{{}: p})
-		backends[addr] = be
-	}
-	c.backends.Store(&backends)
+	prober := &fakeProber{readOnly: map[string]bool{}, down: map[string]bool{}}
+	srv := testServer(t, addrs, true, nopDial, prober, 10*time.Millisecond)
+	c := srv.clusters["main"]
+	var err error
 	c.fwd, err = forward.New(forward.Config{Cluster: "main", Addr: "127.0.0.1:1", PoolSize: 2, Refresh: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.fwd.Close)
-	srv.clusters["main"], srv.clusterNames = c, []string{"main"}
-	f := &statusFixture{srv: srv, prober: &fakeProber{readOnly: map[string]bool{}, down: map[string]bool{}}}
-	srv.health, err = healthcheck.New(healthcheck.Config{Interval: 10 * time.Millisecond, Rise: 1, Fall: 1, Prober: f.prober, Backends: srv.healthBackends})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.health.Close() })
-	f.waitFor(t, "every backend probed", func(s *healthcheck.Snapshot) bool {
-		c := s.Cluster("main")
-		return c != nil && len(c.Backends) == len(addrs)
-	})
-	return f
+	return &statusFixture{srv: srv, prober: prober}
 }
 
 // addSession registers a session that other goroutines see with the

@@ -3,24 +3,14 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"net"
-	"strings"
 	"testing"
 	"time"
 	"unsafe"
 
-	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/healthcheck"
-	"github.com/directgate/directgate/pools"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
-	"github.com/hashicorp/go-hclog"
 )
-
-// nopConn is a net.Conn that is never read or written.
-type nopConn struct{ net.Conn }
-
-func (nopConn) Close() error { return nil }
 
 // benchProber reports fake:1 as a writable primary and every other backend
 // as a replica without lag.
@@ -39,49 +29,12 @@ func (benchProber) Probe(_ context.Context, b healthcheck.Backend) healthcheck.R
 // work per statement.
 func benchSession(b testing.TB, replicas int) *Session {
 	b.Helper()
-	cl, err := querypath.New()
-	if err != nil {
-		b.Fatal(err)
-	}
 	addrs := []string{"fake:1"}
 	for i := range replicas {
 		addrs = append(addrs, fmt.Sprintf("fake:%d", i+2))
 	}
-	cfg, err := config.Parse([]byte(fmt.Sprintf("users: [{user: u}]\nclusters: [{name: main, backend_user: g, replica_reads: %v, backends: ['%s']}]\n",
-		replicas > 0, strings.Join(addrs, "', '"))))
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := &Server{cfg: cfg, classifier: cl, log: hclog.NewNullLogger(), clusters: map[string]*cluster{}}
-	c := &cluster{name: "main", log: srv.log}
-	c.conf.Store(&cfg.Clusters[0])
-	backends := map[string]*backend{}
-	for _, addr := range addrs {
-		be := &backend{addr: addr, cluster: c}
-		p, err := pools.New(pools.Config[*backendConn]{
-			Name: "bench", Size: 8, MinIdle: -1,
-			Dial: func(context.Context) (*backendConn, error) {
-				return &backendConn{BackendConn: &wire.BackendConn{Conn: wire.NewConn(nopConn{}, 16, 16)}, be: be}, nil
-			},
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(p.Close)
-		be.pools.Store(&map[poolKey]*pools.Pool[*backendConn]{{}: p})
-		backends[addr] = be
-	}
-	c.backends.Store(&backends)
-	srv.clusters["main"], srv.clusterNames = c, []string{"main"}
-	srv.health, err = healthcheck.New(healthcheck.Config{Interval: 10 * time.Millisecond, Rise: 1, Prober: benchProber{}, Backends: srv.healthBackends})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { srv.health.Close() })
-	for snap := srv.health.Snapshot(); snap.Cluster("main") == nil || len(snap.Cluster("main").Backends) != len(addrs); snap = srv.health.Snapshot() {
-		<-snap.Changed()
-	}
-	ss := &Session{srv: srv, log: srv.log, cluster: c, clientSide: clientSide{status: wire.StatusAutocommit, collation: wire.DefaultCollation}}
+	srv := testServer(b, addrs, replicas > 0, nopDial, benchProber{}, 10*time.Millisecond)
+	ss := &Session{srv: srv, log: srv.log, cluster: srv.clusters["main"], clientSide: clientSide{status: wire.StatusAutocommit, collation: wire.DefaultCollation}}
 	ss.resetState()
 	return ss
 }
