@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/directgate/directgate/pools"
@@ -162,18 +163,20 @@ func TestSyncFailureMovesToAnotherConnection(t *testing.T) {
 // failover_buffer) stops waiting when the gateway cuts it, instead of
 // holding a forced shutdown up for the whole buffer.
 func TestForceCloseEndsPrimaryWait(t *testing.T) {
-	ss := benchSession(t, 1)
-	ss.ctx, ss.cancel = context.WithCancel(context.Background())
-	ss.nc = nopConn{}
-	done := make(chan error, 1)
-	go func() {
-		// The primary refused the statement: wait for another one.
-		_, err := ss.primaryBackend(ss.srv.health.Snapshot(), ss.cluster.conf.Load(), "fake:1", false)
-		done <- err
-	}()
-	time.Sleep(20 * time.Millisecond)
-	ss.ForceClose()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("primaryBackend after forceClose: %v, want context.Canceled", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ss := benchSession(t, 1)
+		ss.ctx, ss.cancel = context.WithCancel(context.Background())
+		ss.nc = nopConn{}
+		done := make(chan error, 1)
+		go func() {
+			// The primary refused the statement: wait for another one.
+			_, err := ss.primaryBackend(ss.srv.health.Snapshot(), ss.cluster.conf.Load(), "fake:1", false)
+			done <- err
+		}()
+		synctest.Wait() // the wait for a primary has begun
+		ss.ForceClose()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("primaryBackend after forceClose: %v, want context.Canceled", err)
+		}
+	})
 }

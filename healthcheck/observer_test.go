@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -371,29 +372,47 @@ func TestReportFailureConfirmed(t *testing.T) {
 	}
 }
 
+// Checks are throttled to one targeted probe per Interval/10. In a
+// synctest bubble: time is fake, so "no second probe" is checked after
+// a whole second without waiting one.
 func TestCheckThrottled(t *testing.T) {
-	p := newFakeProber()
-	a := Backend{"a:1", "c"}
-	o := manual(t, p, a)
-	p.set(a.Addr, primaryOK)
-	o.runRound()
-	p.takeCounts()
-	before := o.Snapshot().Backend(a.Addr).LastProbe
-	for range 50 {
-		o.Check(a.Addr) // Interval 2s: one targeted probe per 200ms at most
-	}
-	for deadline := time.Now().Add(5 * time.Second); !o.Snapshot().Backend(a.Addr).LastProbe.After(before); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newFakeProber()
+		a := Backend{"a:1", "c"}
+		o := manual(t, p, a)
+		p.set(a.Addr, primaryOK)
+		o.runRound()
+		p.takeCounts()
+		before := o.Snapshot().Backend(a.Addr).LastProbe
+		time.Sleep(time.Millisecond) // fake time stands still otherwise: the probe would have the round's time
+		for range 50 {
+			o.Check(a.Addr) // Interval 2s: one targeted probe per 200ms at most
+		}
+		synctest.Wait()
+		if !o.Snapshot().Backend(a.Addr).LastProbe.After(before) {
 			t.Fatal("targeted probe result not applied")
 		}
-	}
-	time.Sleep(50 * time.Millisecond) // a second probe, if Check let one through, would land
-	if n := p.takeCounts()[a.Addr]; n != 1 {
-		t.Errorf("50 Checks made %d probes, want 1", n)
-	}
-	if got := state(o, a.Addr); got != StateServing {
-		t.Errorf("2 good probes (round + check): %v", got)
-	}
+		if n := p.takeCounts()[a.Addr]; n != 1 {
+			t.Errorf("50 Checks at once made %d probes, want 1", n)
+		}
+		// The probe has ended: a Check 100ms after it is still throttled,
+		// one 250ms after it probes.
+		time.Sleep(100 * time.Millisecond)
+		o.Check(a.Addr)
+		synctest.Wait()
+		if n := p.takeCounts()[a.Addr]; n != 0 {
+			t.Errorf("a Check 100ms after a targeted probe made %d probes, want 0", n)
+		}
+		time.Sleep(150 * time.Millisecond)
+		o.Check(a.Addr)
+		synctest.Wait()
+		if n := p.takeCounts()[a.Addr]; n != 1 {
+			t.Errorf("a Check 250ms after a targeted probe made %d probes, want 1", n)
+		}
+		if got := state(o, a.Addr); got != StateServing {
+			t.Errorf("good probes (round + checks): %v", got)
+		}
+	})
 }
 
 // blockingProber blocks every probe until release is closed.
@@ -518,23 +537,32 @@ func TestRefreshThrottled(t *testing.T) {
 	}
 }
 
+// Rounds come every Interval, and none after Close (checked over ten
+// intervals of fake time, in a synctest bubble).
 func TestRegularInterval(t *testing.T) {
-	cp := &countingProber{}
-	o, err := New(Config{Interval: 50 * time.Millisecond, Prober: cp, Backends: staticBackends(Backend{"a:1", "c"})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool { return o.Snapshot().Round >= 3 })
-	if s := o.Snapshot(); s.Cluster("c").Primary != "a:1" {
-		t.Errorf("after 3 rounds: %+v", s.Cluster("c"))
-	}
-	o.Close()
-	o.Close() // idempotent
-	n := cp.n.Load()
-	time.Sleep(120 * time.Millisecond)
-	if cp.n.Load() != n {
-		t.Error("probes after Close")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		cp := &countingProber{}
+		o, err := New(Config{Interval: 50 * time.Millisecond, Prober: cp, Backends: staticBackends(Backend{"a:1", "c"})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(125 * time.Millisecond)
+		synctest.Wait()
+		if r := o.Snapshot().Round; r != 3 {
+			t.Errorf("after 125ms of 50ms rounds: round %d, want 3 (at 0, 50 and 100ms)", r)
+		}
+		if s := o.Snapshot(); s.Cluster("c").Primary != "a:1" {
+			t.Errorf("after 3 rounds: %+v", s.Cluster("c"))
+		}
+		o.Close()
+		o.Close() // idempotent
+		n := cp.n.Load()
+		time.Sleep(500 * time.Millisecond)
+		synctest.Wait()
+		if cp.n.Load() != n {
+			t.Error("probes after Close")
+		}
+	})
 }
 
 func TestCloseCancelsProbesInFlight(t *testing.T) {

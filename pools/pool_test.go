@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -213,20 +214,22 @@ func TestFIFOOrder(t *testing.T) {
 }
 
 func TestWarmUpToMinIdle(t *testing.T) {
-	d := &dialer{delay: 5 * time.Millisecond}
-	p := newPool(t, d, func(c *Config[*fakeConn]) {
-		c.Size = 10
-		c.MinIdle = 5
-		c.MaxDials = 2
+	synctest.Test(t, func(t *testing.T) {
+		d := &dialer{delay: 5 * time.Millisecond}
+		p := newPool(t, d, func(c *Config[*fakeConn]) {
+			c.Size = 10
+			c.MinIdle = 5
+			c.MaxDials = 2
+		})
+		time.Sleep(time.Second) // fake time: the warm-up is long over, and nothing else dials
+		synctest.Wait()
+		if s := p.Stat(); s.Open != 5 || s.Idle != 5 || s.Dials != 5 || s.Dialing != 0 {
+			t.Errorf("after warm-up: %+v", s)
+		}
+		if m := d.maxInFlight.Load(); m > 2 {
+			t.Errorf("%d dials in flight, MaxDials 2", m)
+		}
 	})
-	eventually(t, "5 idle", func() bool { s := p.Stat(); return s.Open == 5 && s.Idle == 5 })
-	time.Sleep(20 * time.Millisecond)
-	if s := p.Stat(); s.Open != 5 || s.Dials != 5 || s.Dialing != 0 {
-		t.Errorf("after warm-up: %+v", s)
-	}
-	if m := d.maxInFlight.Load(); m > 2 {
-		t.Errorf("%d dials in flight, MaxDials 2", m)
-	}
 }
 
 func TestCloseIdle(t *testing.T) {
