@@ -840,125 +840,15 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 	if conn.tracked {
 		add, end = ss.applyServerState(conn, route, res)
 	}
-	switch {
-	case !(res.OK.LastInsertID != 0 || route.MultiStatement ||
-		route.Pin&querypath.PinLastResult != 0 && route.DML == querypath.DMLNone ||
-		!ok && route.Kind == querypath.KindOther):
-		// LAST_INSERT_ID() is as it was.
-	case ss.insertIDSynced:
-		// The statement may have changed LAST_INSERT_ID() (the OK
-		// packet's id may also be an explicit value that did not): the
-		// connection holds the session's value; read it back before the
-		// connection goes.
-		if res.OK.LastInsertID != 0 {
-			ss.lastInsertID = res.OK.LastInsertID
-		}
-		ss.insertIDPending = true
-		conn.insertIDKnown = false
-	case ok && (route.DML == querypath.DMLUpdate || route.DML == querypath.DMLDelete):
-		// Only LAST_INSERT_ID(expr) changes it here, and the OK packet
-		// carries its value.
-		ss.lastInsertID = res.OK.LastInsertID
-		conn.lastInsertID, conn.insertIDKnown = ss.lastInsertID, true
-		ss.insertIDSynced = true
-	default:
-		conn.insertIDKnown = false
-	}
+	ss.afterInsertID(conn, route, res, ok)
+	var err error
 	if ok {
-		ss.status = res.Status
-		if !conn.tracked && (route.Kind == querypath.KindUse || route.Database != "") {
-			ss.dbChangedOn(conn, strings.Clone(route.Database))
-		}
-		if len(route.Vars) > 0 {
-			pins |= ss.applySet(conn, route.Vars)
-		}
-		if !conn.tracked && res.Status&wire.StatusDBDropped != 0 {
-			// MariaDB flags every DROP DATABASE, also of another
-			// database than the current one: ask which one is current
-			// (after keeping what the DROP left, which the query would
-			// replace).
-			err := ss.captureDiag(conn)
-			var db string
-			if err == nil {
-				db, err = currentDatabase(conn)
-			}
-			if err != nil {
-				var sqlErr *wire.SQLError
-				if !errors.As(err, &sqlErr) {
-					conn.be.broke()
-					ss.dropLease()
-					ss.lostBackendState()
-					return errors.New("backend connection lost after DROP DATABASE")
-				}
-				db = ss.db
-			}
-			if db != ss.db {
-				ss.dbChangedOn(conn, db)
-			}
-		}
-		if res.Status&wire.StatusInTrans != 0 || res.Status&wire.StatusAutocommit == 0 {
-			pins |= pinTxn
-		} else {
-			pins &^= pinTxn
-		}
-		pins &^= pinSet(ss.trackObjects(route))
-		if res.Warnings > 0 || route.Kind == querypath.KindShowWarnings && ss.pins&pinWarnings != 0 {
-			// Warnings stay readable until a statement other than SHOW
-			// WARNINGS, SHOW ERRORS or GET DIAGNOSTICS runs.
-			pins |= pinWarnings
-		}
-		pins |= pinSet(route.Pin)
-		if !conn.tracked && route.NextTxn {
-			pins |= pinNextTxn
-		}
-		if !conn.tracked && pins&pinTxn == 0 && (route.Kind == querypath.KindCommit || route.Kind == querypath.KindRollback) {
-			pins &^= pinNextTxn
-		}
-		pins = pins&^end | add
+		pins, err = ss.afterSuccess(conn, route, res, pins, add, end)
 	} else {
-		if res.Status != 0 {
-			// A batch failed part way: the server's status is that of
-			// the last result before the error (sql_mode's status bits
-			// may have changed).
-			ss.status = res.Status &^ wire.StatusMoreResults
-		}
-		// SHOW WARNINGS, SHOW ERRORS and GET DIAGNOSTICS right after an
-		// error report it.
-		pins |= pinWarnings
-		if route.MultiStatement || res.HadResultSet {
-			// A batch or a result failed part way: which of its session
-			// changes ran is unknown, so the connection keeps them.
-			pins |= pinSet(route.Pin)
-			if len(route.Vars) > 0 || route.Database != "" {
-				pins |= pinSet(querypath.PinUnreplayable)
-			}
-		}
-		pins |= add
-		// The statement may have committed the transaction before it
-		// failed (DROP TABLE of a missing table does), or, with autocommit
-		// off, opened one (a statement that opened a table): ask.
-		mayEnd := route.ImplicitCommit && ss.status&wire.StatusInTrans != 0
-		mayStart := ss.status&wire.StatusAutocommit == 0 && ss.status&wire.StatusInTrans == 0
-		if (mayEnd || mayStart) && !conn.closed && !closesConnection(res.Err.Code) {
-			in, readOnly, err := ss.inTransaction(conn)
-			if err != nil {
-				ss.log.Warn("backend connection lost", "backend", conn.addr, "error", err)
-				conn.be.broke()
-				ss.dropLease()
-				ss.lostBackendState()
-				return errors.New("backend connection holding session state was lost")
-			}
-			if in {
-				ss.status |= wire.StatusInTrans
-				if readOnly {
-					ss.status |= wire.StatusInTransReadonly
-				}
-				pins |= pinTxn
-			} else {
-				ss.status &^= wire.StatusInTrans | wire.StatusInTransReadonly
-				pins &^= pinTxn
-			}
-		}
+		pins, err = ss.afterError(conn, route, res, pins, add)
+	}
+	if err != nil {
+		return err
 	}
 	ss.setPins(pins)
 	if ss.pins&stickyPins != 0 {
@@ -991,6 +881,143 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 		ss.releaseLease()
 	}
 	return nil
+}
+
+// afterSuccess is afterStatement's part for a statement that succeeded:
+// the session state it set and the pins it takes or ends (add and end are
+// what the server's trackers said).
+func (ss *Session) afterSuccess(conn *backendConn, route querypath.Route, res wire.Result, pins, add, end pinSet) (pinSet, error) {
+	ss.status = res.Status
+	if !conn.tracked && (route.Kind == querypath.KindUse || route.Database != "") {
+		ss.dbChangedOn(conn, strings.Clone(route.Database))
+	}
+	if len(route.Vars) > 0 {
+		pins |= ss.applySet(conn, route.Vars)
+	}
+	if !conn.tracked && res.Status&wire.StatusDBDropped != 0 {
+		// MariaDB flags every DROP DATABASE, also of another
+		// database than the current one: ask which one is current
+		// (after keeping what the DROP left, which the query would
+		// replace).
+		err := ss.captureDiag(conn)
+		var db string
+		if err == nil {
+			db, err = currentDatabase(conn)
+		}
+		if err != nil {
+			var sqlErr *wire.SQLError
+			if !errors.As(err, &sqlErr) {
+				conn.be.broke()
+				ss.dropLease()
+				ss.lostBackendState()
+				return pins, errors.New("backend connection lost after DROP DATABASE")
+			}
+			db = ss.db
+		}
+		if db != ss.db {
+			ss.dbChangedOn(conn, db)
+		}
+	}
+	if res.Status&wire.StatusInTrans != 0 || res.Status&wire.StatusAutocommit == 0 {
+		pins |= pinTxn
+	} else {
+		pins &^= pinTxn
+	}
+	pins &^= pinSet(ss.trackObjects(route))
+	if res.Warnings > 0 || route.Kind == querypath.KindShowWarnings && ss.pins&pinWarnings != 0 {
+		// Warnings stay readable until a statement other than SHOW
+		// WARNINGS, SHOW ERRORS or GET DIAGNOSTICS runs.
+		pins |= pinWarnings
+	}
+	pins |= pinSet(route.Pin)
+	if !conn.tracked && route.NextTxn {
+		pins |= pinNextTxn
+	}
+	if !conn.tracked && pins&pinTxn == 0 && (route.Kind == querypath.KindCommit || route.Kind == querypath.KindRollback) {
+		pins &^= pinNextTxn
+	}
+	pins = pins&^end | add
+	return pins, nil
+}
+
+// afterError is afterStatement's part for a statement that failed: what
+// of a batch ran is unknown, and the transaction may have ended (an
+// implicit commit) or begun (autocommit off) before the error.
+func (ss *Session) afterError(conn *backendConn, route querypath.Route, res wire.Result, pins, add pinSet) (pinSet, error) {
+	if res.Status != 0 {
+		// A batch failed part way: the server's status is that of
+		// the last result before the error (sql_mode's status bits
+		// may have changed).
+		ss.status = res.Status &^ wire.StatusMoreResults
+	}
+	// SHOW WARNINGS, SHOW ERRORS and GET DIAGNOSTICS right after an
+	// error report it.
+	pins |= pinWarnings
+	if route.MultiStatement || res.HadResultSet {
+		// A batch or a result failed part way: which of its session
+		// changes ran is unknown, so the connection keeps them.
+		pins |= pinSet(route.Pin)
+		if len(route.Vars) > 0 || route.Database != "" {
+			pins |= pinSet(querypath.PinUnreplayable)
+		}
+	}
+	pins |= add
+	// The statement may have committed the transaction before it
+	// failed (DROP TABLE of a missing table does), or, with autocommit
+	// off, opened one (a statement that opened a table): ask.
+	mayEnd := route.ImplicitCommit && ss.status&wire.StatusInTrans != 0
+	mayStart := ss.status&wire.StatusAutocommit == 0 && ss.status&wire.StatusInTrans == 0
+	if (mayEnd || mayStart) && !conn.closed && !closesConnection(res.Err.Code) {
+		in, readOnly, err := ss.inTransaction(conn)
+		if err != nil {
+			ss.log.Warn("backend connection lost", "backend", conn.addr, "error", err)
+			conn.be.broke()
+			ss.dropLease()
+			ss.lostBackendState()
+			return pins, errors.New("backend connection holding session state was lost")
+		}
+		if in {
+			ss.status |= wire.StatusInTrans
+			if readOnly {
+				ss.status |= wire.StatusInTransReadonly
+			}
+			pins |= pinTxn
+		} else {
+			ss.status &^= wire.StatusInTrans | wire.StatusInTransReadonly
+			pins &^= pinTxn
+		}
+	}
+	return pins, nil
+}
+
+// afterInsertID keeps the session's LAST_INSERT_ID() after a statement on
+// conn: from the OK packet where it says, else read back from conn before
+// it goes (insertIDPending).
+func (ss *Session) afterInsertID(conn *backendConn, route querypath.Route, res wire.Result, ok bool) {
+	switch {
+	case !(res.OK.LastInsertID != 0 || route.MultiStatement ||
+		route.Pin&querypath.PinLastResult != 0 && route.DML == querypath.DMLNone ||
+		!ok && route.Kind == querypath.KindOther):
+		// LAST_INSERT_ID() is as it was.
+	case ss.insertIDSynced:
+		// The statement may have changed LAST_INSERT_ID() (the OK
+		// packet's id may also be an explicit value that did not): the
+		// connection holds the session's value; read it back before the
+		// connection goes.
+		if res.OK.LastInsertID != 0 {
+			ss.lastInsertID = res.OK.LastInsertID
+		}
+		ss.insertIDPending = true
+		conn.insertIDKnown = false
+	case ok && (route.DML == querypath.DMLUpdate || route.DML == querypath.DMLDelete):
+		// Only LAST_INSERT_ID(expr) changes it here, and the OK packet
+		// carries its value.
+		ss.lastInsertID = res.OK.LastInsertID
+		conn.lastInsertID, conn.insertIDKnown = ss.lastInsertID, true
+		ss.insertIDSynced = true
+	default:
+		conn.insertIDKnown = false
+	}
 }
 
 // causalReads reports whether the session's reads may go to replicas and
