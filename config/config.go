@@ -107,6 +107,10 @@ type User struct {
 	// MaxConnections bounds this user's client connections at once; more
 	// get error 1203. 0: no limit beyond max_client_connections.
 	MaxConnections int `yaml:"max_connections"`
+	// Admin users see and kill every user's sessions (SHOW PROCESSLIST,
+	// KILL, KILL of any form) and may run SHOW GATEWAY. Others see and
+	// kill only their own sessions. Default false.
+	Admin bool `yaml:"admin"`
 }
 
 // Health configures discovery: the background loop that probes every

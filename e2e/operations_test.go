@@ -50,9 +50,16 @@ func dsnFor(addr, user, pass string) string {
 func TestShowGateway(t *testing.T) {
 	db := gw(t)
 	db.SetMaxOpenConns(1)
+	// Everyone's sessions, the backends and the backend accounts are for
+	// the gateway's admins only.
+	for _, q := range []string{"SHOW GATEWAY BACKENDS", "SHOW GATEWAY POOLS", "SHOW GATEWAY SESSIONS"} {
+		_, err := db.Exec(q)
+		sqlErr(t, err, 1227, "42000")
+	}
+	adm := open(t, shared.gwDSN(adminUser, adminPass, testDB, nil))
 	query := func(q string) (cols []string, rows [][]string) {
 		t.Helper()
-		r, err := db.Query(q)
+		r, err := adm.Query(q)
 		if err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
@@ -94,7 +101,7 @@ func TestShowGateway(t *testing.T) {
 	if !found {
 		t.Fatalf("SHOW GATEWAY SESSIONS does not show this session pinned by a user variable: %v", rows)
 	}
-	_, err := db.Exec("SHOW GATEWAY NONSENSE")
+	_, err := adm.Exec("SHOW GATEWAY NONSENSE")
 	sqlErr(t, err, 1064, "42000")
 }
 

@@ -1105,4 +1105,12 @@ func TestKillOtherUsersSession(t *testing.T) {
 	if _, err := own.Exec(fmt.Sprintf("KILL QUERY %d", victim.Greeting.ConnectionID)); err != nil {
 		t.Fatalf("app kills a query of its own session: %v", err)
 	}
+	// An admin (admin: true) kills anyone's session.
+	adm := open(t, shared.gwDSN(adminUser, adminPass, "", nil))
+	if _, err := adm.Exec(fmt.Sprintf("KILL %d", victim.Greeting.ConnectionID)); err != nil {
+		t.Fatalf("the admin kills app's session: %v", err)
+	}
+	if _, err := victim.Exec("DO 1"); err == nil {
+		t.Fatal("the session the admin killed still answers")
+	}
 }

@@ -20,6 +20,7 @@ import (
 // Accounts used by every test.
 const (
 	appUser, appPass         = "app", "app-secret"
+	adminUser, adminPass     = "gwadmin", "admin-secret" // admin: true in the gateway's users
 	backendUser, backendPass = "gateway", "backend-secret"
 	testDB                   = "e2e"
 )
@@ -80,6 +81,7 @@ max_allowed_packet: 1048576
 users:
   - {user: %s, password: %s}
   - {user: nopass}
+  - {user: gwadmin, password: admin-secret, admin: true}
 clusters:
   - name: main
     backend_user: %s

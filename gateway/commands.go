@@ -132,8 +132,8 @@ func (ss *Session) kill(id uint64, query bool) error {
 	if target == nil {
 		return ss.writeErr(wire.NewError(1094, "HY000", "Unknown thread id: %d", id))
 	}
-	if owner := target.owner.Load(); owner == nil || *owner != ss.user.User {
-		return ss.writeErr(wire.NewError(1095, "HY000", "You are not owner of thread %d", id))
+	if owner := target.owner.Load(); !ss.user.Admin && (owner == nil || *owner != ss.user.User) {
+		return ss.writeErr(wire.NewError(erNotOwner, "HY000", "You are not owner of thread %d", id))
 	}
 	if target == ss {
 		if query {
@@ -232,12 +232,17 @@ func (ss *Session) refuseKill(route querypath.Route) (handled bool, err error) {
 		in := ss.srv.classifier.Classify(v)
 		other = in.OtherKill || in.Kind == querypath.KindKill
 	}
-	if !other {
+	if !other || ss.user.Admin {
+		// An admin's KILL of another form reaches MariaDB as written:
+		// its ids are backend thread ids there.
 		return false, nil
 	}
 	ss.srv.metrics.statement(routeLocal, outcomeFailed, 0)
-	return true, ss.writeErr(wire.NewError(mysqlserver.ErNotSupportedYet, "42000",
-		"This version of MariaDB doesn't yet support 'KILL inside a batch, a PREPARE or an expression through the gateway': send KILL [CONNECTION|QUERY] <id> as a statement of its own, with the id a number (the gateway's connection id: CONNECTION_ID() in the victim's session, SHOW GATEWAY SESSIONS) or CONNECTION_ID()"))
+	// Every user of the gateway may share one backend account, which may
+	// kill any of its threads: only the gateway's own KILL <id> is
+	// checked, so every other form is a thread the user does not own.
+	return true, ss.writeErr(wire.NewError(erNotOwner, "HY000",
+		"You are not owner of thread 0: through the gateway, send KILL [CONNECTION|QUERY] <id> as a statement of its own with the id a number (the gateway's connection id: CONNECTION_ID() in the victim's session, SHOW PROCESSLIST) or CONNECTION_ID(); other KILL forms need admin: true in the gateway's users"))
 }
 
 // readUserVar reads user variable name on conn ("" when NULL).
@@ -263,6 +268,11 @@ func (ss *Session) runLocal(route querypath.Route) (handled bool, err error) {
 		// with writeErr, leaves -1) and, using no table, the warnings.
 		ss.diag.rowCount, ss.diag.onConn = 0, ss.diag.onConn&^diagRowCount
 		err = ss.kill(killTarget(ss, route), route.KillQuery)
+	} else if !ss.user.Admin {
+		// Every user's names and addresses, the backends and the backend
+		// accounts: for the gateway's admins only.
+		err = ss.writeErr(wire.NewError(erSpecificAccessDenied, "42000",
+			"Access denied; you need (at least one of) the gateway admin privilege(s) for this operation: set admin: true for the user in the gateway's config"))
 	} else {
 		err = ss.showGateway(route.Table)
 	}

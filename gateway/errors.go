@@ -10,9 +10,17 @@ import (
 	"github.com/directgate/directgate/wire"
 )
 
-// erLockWaitTimeout (ER_LOCK_WAIT_TIMEOUT) is the gateway's answer to a
-// statement that waited too long for a primary's GTID on a replica.
-const erLockWaitTimeout = 1205
+// MySQL error numbers only the gateway sends.
+const (
+	// erLockWaitTimeout (ER_LOCK_WAIT_TIMEOUT) is the gateway's answer to a
+	// statement that waited too long for a primary's GTID on a replica.
+	erLockWaitTimeout = 1205
+	// erNotOwner (ER_KILL_DENIED_ERROR): a KILL of another user's session.
+	erNotOwner = 1095
+	// erSpecificAccessDenied (ER_SPECIFIC_ACCESS_DENIED_ERROR): a
+	// statement for the gateway's admins only.
+	erSpecificAccessDenied = 1227
+)
 
 // toClientError maps any error of the query path to the MySQL error the
 // client sees. Backend errors pass through unchanged; everything else gets
