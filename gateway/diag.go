@@ -88,9 +88,18 @@ func (d *diagnostics) setWarnings(warnings, errs uint64) {
 
 // afterStatement records what a statement that ran on the session's
 // connection left. sql is its text; nil for a command other than a query or
-// an execute. It reads sql only as far as it must (the first two words of
+// an execute; noBackslash says the session's sql_mode has
+// NO_BACKSLASH_ESCAPES. It reads sql only as far as it must (the first two words of
 // a read; a write whole) and does not allocate.
-func (d *diagnostics) afterStatement(sql []byte, route querypath.Route, res wire.Result) {
+func (d *diagnostics) afterStatement(sql []byte, route querypath.Route, res wire.Result, noBackslash bool) {
+	if route.MultiStatement && res.Err == nil && res.Warnings == 0 && d.onConn&diagWarnings == 0 &&
+		(d.warnCount > 0 || d.errCount > 0) && !querypath.BatchUsesTables(unsafe.String(unsafe.SliceData(sql), len(sql)), noBackslash) {
+		// A batch of statements that use no table and raised nothing
+		// leaves the warnings the session holds, which its connection
+		// never saw (a KILL the gateway refused, say).
+		d.onConn = diagAll &^ diagWarnings
+		return
+	}
 	if sql == nil || route.MultiStatement || res.CursorOpened || isCall(sql) {
 		// A batch, a procedure, another command: the server knows.
 		d.onConn = diagAll

@@ -833,7 +833,7 @@ func (ss *Session) prepareStatement(conn *backendConn, route querypath.Route, sq
 func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res wire.Result, sql []byte) error {
 	ok := res.Err == nil
 	ss.lastOK = ok
-	ss.diag.afterStatement(sql, route, res)
+	ss.diag.afterStatement(sql, route, res, ss.status&wire.StatusNoBackslashEscapes != 0)
 	// The previous statement's transient state has now been read or is gone.
 	pins := ss.pins &^ transientPins
 	var add, end pinSet

@@ -442,3 +442,23 @@ func preparedUsesTables(sql string) bool {
 	}
 	return true
 }
+
+// BatchUsesTables reports whether any statement of sql, a batch of
+// statements, uses a table (StatementDiag's UsesTables): when none does,
+// the warnings of the statement before the batch stay, unless the batch
+// raised its own. A statement the lexer cannot split counts as using
+// tables.
+func BatchUsesTables(sql string, noBackslash bool) bool {
+	pos := 0
+	for {
+		var st stmt
+		scanStmt(&st, sql, pos, noBackslash)
+		if st.count > 0 && (st.compound || st.unterminated || StatementDiag(sql[st.start:st.end]).UsesTables) {
+			return true
+		}
+		if !st.more {
+			return false
+		}
+		pos = st.next
+	}
+}

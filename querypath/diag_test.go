@@ -151,3 +151,19 @@ func TestClassifyKillPaths(t *testing.T) {
 		}
 	}
 }
+
+func TestBatchUsesTables(t *testing.T) {
+	for sql, want := range map[string]bool{
+		"SELECT 1 AS a; SELECT 2 AS b":         false,
+		"SELECT 1; DO 2; SET @x = 1":           false,
+		"SELECT 1; SELECT * FROM t":            true,
+		"SELECT 1; INSERT INTO t VALUES (1)":   true,
+		"SELECT 'a;b'; SELECT 2":               false,
+		"SELECT 1; SELECT 'unterminated":       true,
+		"BEGIN NOT ATOMIC SELECT 1; END; DO 1": true,
+	} {
+		if got := BatchUsesTables(sql, false); got != want {
+			t.Errorf("BatchUsesTables(%q) = %v, want %v", sql, got, want)
+		}
+	}
+}

@@ -30,6 +30,8 @@ type EnvOptions struct {
 	GatewayLog io.Writer
 	// GatewayLogLevel is the gateway's log level. Empty means "error".
 	GatewayLogLevel string
+	// GeneralLog, when set, is a file for MariaDB's general query log.
+	GeneralLog string
 }
 
 // Env is the MariaDB the fuzzer runs against, and what it needs to start
@@ -70,6 +72,15 @@ func StartEnv(ctx context.Context, o EnvOptions) (*Env, error) {
 	}
 	e.root.SetMaxOpenConns(32)
 	e.root.SetMaxIdleConns(32)
+	if o.GeneralLog != "" {
+		// Every statement MariaDB runs, from either side: for replaying
+		// a divergence.
+		for _, q := range []string{"SET GLOBAL general_log_file = '" + strings.ReplaceAll(o.GeneralLog, "'", "''") + "'", "SET GLOBAL general_log = 1"} {
+			if _, err := e.root.ExecContext(ctx, q); err != nil {
+				return nil, errors.Join(err, e.Close())
+			}
+		}
+	}
 	return e, nil
 }
 
