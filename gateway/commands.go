@@ -268,6 +268,10 @@ func (ss *Session) runLocal(route querypath.Route) (handled bool, err error) {
 		// with writeErr, leaves -1) and, using no table, the warnings.
 		ss.diag.rowCount, ss.diag.onConn = 0, ss.diag.onConn&^diagRowCount
 		err = ss.kill(killTarget(ss, route), route.KillQuery)
+	} else if route.Table == "connection_id" {
+		err = ss.answerConnectionID(route.Column)
+	} else if route.Table == "processlist" || route.Table == "full processlist" {
+		err = ss.showProcessList(route.Table == "full processlist")
 	} else if !ss.user.Admin {
 		// Every user's names and addresses, the backends and the backend
 		// accounts: for the gateway's admins only.

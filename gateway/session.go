@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -121,6 +122,52 @@ type sessionView struct {
 	// shutdown): the backend connection it closes is not a backend
 	// failure, and nothing is retried.
 	cut atomic.Bool
+	// proc is what SHOW PROCESSLIST shows of the session.
+	proc procInfo
+}
+
+// procInfo is the session's line in SHOW PROCESSLIST: its command, since
+// when, its database and the statement it runs. The session writes it at
+// the start and end of each command; others read it under mu.
+type procInfo struct {
+	mu      sync.Mutex
+	command string // "Query", "Execute", "Sleep", ...
+	since   time.Time
+	db      string
+	// sql is the statement running, pointing into the session's read
+	// buffer: valid only under mu, and "" between commands.
+	sql string
+}
+
+// begin records that the session started the command p.
+func (pi *procInfo) begin(p []byte, db string, now time.Time) {
+	cmd, sql := "Query", ""
+	switch p[0] {
+	case wire.ComQuery:
+		if len(p) > 1 {
+			sql = unsafe.String(&p[1], len(p)-1)
+		}
+	case wire.ComStmtExecute, wire.ComStmtFetch:
+		cmd = "Execute"
+	case wire.ComStmtPrepare:
+		cmd = "Prepare"
+	case wire.ComPing:
+		cmd = "Ping"
+	case wire.ComInitDB:
+		cmd = "Init DB"
+	case wire.ComQuit:
+		cmd = "Quit"
+	}
+	pi.mu.Lock()
+	pi.command, pi.since, pi.db, pi.sql = cmd, now, db, sql
+	pi.mu.Unlock()
+}
+
+// end records that the command ended: the session sleeps.
+func (pi *procInfo) end(db string) {
+	pi.mu.Lock()
+	pi.command, pi.sql, pi.db = "Sleep", "", db
+	pi.mu.Unlock()
 }
 
 // NewConn implements mysqlserver.Handler: the session of an accepted
@@ -291,6 +338,14 @@ func (ss *Session) holdLastResult() error {
 
 // dispatch answers one command. A returned error ends the session.
 func (ss *Session) dispatch(p []byte) error {
+	ss.proc.begin(p, ss.db, time.Now())
+	err := ss.dispatchCommand(p)
+	ss.proc.end(ss.db)
+	return err
+}
+
+// dispatchCommand answers one command.
+func (ss *Session) dispatchCommand(p []byte) error {
 	switch p[0] {
 	case wire.ComQuery:
 		return ss.comQuery(p)

@@ -302,9 +302,47 @@ func selectRoute(st *stmt) (Route, bool) {
 	if st.f.into {
 		return Route{}, false
 	}
+	if r, ok := connectionIDRoute(st); ok {
+		return r, true
+	}
 	r := st.base()
 	r.Kind = readKind(&st.f)
 	return r, true
+}
+
+// connectionIDRoute recognizes SELECT CONNECTION_ID() [[AS] alias], which
+// the gateway answers with its own id: Kind KindGatewayShow, Table
+// "connection_id", Column the result's column name.
+func connectionIDRoute(st *stmt) (Route, bool) {
+	if !st.kw(1, "CONNECTION_ID") || !st.punct(2, '(') || !st.punct(3, ')') || st.count > 6 || st.n < st.count {
+		return Route{}, false
+	}
+	r := st.base()
+	r.Kind = KindGatewayShow
+	r.Table = "connection_id"
+	r.Column = st.s[st.head[1].start:st.head[3].end]
+	i := 4
+	if st.kw(i, "AS") {
+		i++
+	}
+	switch {
+	case i == st.count && i == 4:
+	case i+1 == st.count && (st.head[i].kind == tkIdent || st.head[i].kind == tkQuoted || st.head[i].kind == tkString) && !st.kw(i, "FROM"):
+		t := st.head[i]
+		r.Column = unquoteAlias(st.s[t.start:t.end])
+	default:
+		return Route{}, false
+	}
+	return r, true
+}
+
+// unquoteAlias is an alias without its quotes (`a``b` is a`b).
+func unquoteAlias(s string) string {
+	if len(s) >= 2 && (s[0] == '`' || s[0] == '\'' || s[0] == '"') && s[len(s)-1] == s[0] {
+		q := s[:1]
+		return strings.ReplaceAll(s[1:len(s)-1], q+q, q)
+	}
+	return s
 }
 
 // readKind is the kind of a SELECT with the given features.
@@ -556,6 +594,14 @@ func showRoute(st *stmt) Route {
 	case st.kw(i, "GATEWAY"):
 		r.Kind = KindGatewayShow
 		r.Table = strings.ToLower(st.word(i + 1))
+		return r
+	case st.kw(i, "PROCESSLIST") && st.count == 2, st.kw(i, "FULL") && st.kw(i+1, "PROCESSLIST") && st.count == 3:
+		// The gateway's sessions, not the backend's connections.
+		r.Kind = KindGatewayShow
+		r.Table = "processlist"
+		if st.count == 3 {
+			r.Table = "full processlist"
+		}
 		return r
 	case st.kw(i, "COUNT"):
 		if st.punct(i+1, '(') && st.punct(i+2, '*') && st.punct(i+3, ')') &&

@@ -690,3 +690,32 @@ func TestStatementCount(t *testing.T) {
 		}
 	}
 }
+
+func TestConnectionIDAndProcessList(t *testing.T) {
+	c, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sql, want := range map[string][2]string{
+		"SELECT CONNECTION_ID()":         {"connection_id", "CONNECTION_ID()"},
+		"select connection_id()":         {"connection_id", "connection_id()"},
+		"SELECT CONNECTION_ID() AS id":   {"connection_id", "id"},
+		"SELECT CONNECTION_ID() `my id`": {"connection_id", "my id"},
+		"SELECT CONNECTION_ID() AS 'x'":  {"connection_id", "x"},
+		"SHOW PROCESSLIST":               {"processlist", ""},
+		"show full processlist":          {"full processlist", ""},
+		"SELECT CONNECTION_ID() + 1":     {"", ""},
+		"SELECT CONNECTION_ID() FROM t":  {"", ""},
+		"SELECT CONNECTION_ID(), 1":      {"", ""},
+		"SHOW PROCESSLIST LIKE 'x'":      {"", ""},
+	} {
+		r := c.Classify(sql)
+		got := [2]string{}
+		if r.Kind == KindGatewayShow {
+			got = [2]string{r.Table, r.Column}
+		}
+		if got != want {
+			t.Errorf("%s: %v (kind %v), want %v", sql, got, r.Kind, want)
+		}
+	}
+}

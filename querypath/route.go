@@ -50,9 +50,13 @@ const (
 	// Route.KillQuery. The id is a gateway connection id. KILL QUERY ID and
 	// KILL USER are KindOther.
 	KindKill
-	// KindGatewayShow is SHOW GATEWAY <what>, answered by the gateway itself;
-	// Route.Table holds <what> in lower case (backends, pools, sessions,
-	// or anything else, which the gateway refuses).
+	// KindGatewayShow is a statement the gateway answers itself from its
+	// own state. Route.Table says which: for SHOW GATEWAY <what>, <what> in
+	// lower case (backends, pools, sessions, or anything else, which the
+	// gateway refuses); "processlist" and "full processlist" for SHOW
+	// [FULL] PROCESSLIST (the gateway's sessions); "connection_id" for
+	// SELECT CONNECTION_ID() [[AS] alias], with Route.Column the result
+	// column's name.
 	KindGatewayShow
 )
 
@@ -279,6 +283,9 @@ type Route struct {
 	// qualified ("ks.t") when the statement qualifies it. Empty when the
 	// classifier cannot tell.
 	Table string
+	// Column is the result column's name of a statement the gateway
+	// answers itself (SELECT CONNECTION_ID() AS id: "id").
+	Column string
 	// DML says which data-changing statement this is (INSERT, REPLACE,
 	// UPDATE, DELETE); DMLNone for everything else and for batches.
 	DML DML
