@@ -336,7 +336,8 @@ func connectionIDRoute(st *stmt) (Route, bool) {
 	return r, true
 }
 
-// unquoteAlias is an alias without its quotes (`a“b` is a`b).
+// unquoteAlias is an alias without its quotes; a doubled quote inside
+// stands for one.
 func unquoteAlias(s string) string {
 	if len(s) >= 2 && (s[0] == '`' || s[0] == '\'' || s[0] == '"') && s[len(s)-1] == s[0] {
 		q := s[:1]
