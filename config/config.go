@@ -19,9 +19,12 @@ type Config struct {
 	// Listen is the MySQL protocol address for clients. Default
 	// 127.0.0.1:15306.
 	Listen string `yaml:"listen"`
-	// HTTPListen serves /healthz (and later metrics and status). Default
-	// 127.0.0.1:15000; "off" disables it.
+	// HTTPListen serves /healthz, /readyz, /metrics and the /debug pages.
+	// Default 127.0.0.1:15000; "off" disables it. A non-loopback address
+	// needs http.token (or http.insecure: true).
 	HTTPListen string `yaml:"http_listen"`
+	// HTTP secures the HTTP endpoints.
+	HTTP HTTP `yaml:"http"`
 	// Log configures logging.
 	Log Log `yaml:"log"`
 	// Users may connect to the gateway. At least one.
@@ -111,6 +114,30 @@ type User struct {
 	// KILL, KILL of any form) and may run SHOW GATEWAY. Others see and
 	// kill only their own sessions. Default false.
 	Admin bool `yaml:"admin"`
+}
+
+// HTTP secures the gateway's HTTP endpoints.
+type HTTP struct {
+	// Token, when set, is required as "Authorization: Bearer <token>" on
+	// every endpoint but /healthz, /readyz and, with PublicMetrics,
+	// /metrics. TokenFile (a file whose contents, less one trailing
+	// newline, are the token) or TokenEnv (an environment variable) may
+	// give it instead: at most one of the three.
+	Token     string `yaml:"token"`
+	TokenFile string `yaml:"token_file"`
+	TokenEnv  string `yaml:"token_env"`
+	// PublicMetrics serves /metrics without the token (for a scraper
+	// that cannot send one). Default false.
+	PublicMetrics bool `yaml:"public_metrics"`
+	// Cert and Key, PEM files, serve HTTPS instead of HTTP. Both or
+	// neither.
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+	// Insecure allows a non-loopback http_listen without a token: every
+	// user's names, client addresses and the topology are then open to
+	// anyone who reaches the port. Default false: the gateway refuses to
+	// start so.
+	Insecure bool `yaml:"insecure"`
 }
 
 // Health configures discovery: the background loop that probes every
@@ -410,6 +437,12 @@ func (c *Config) Validate() error {
 	checkAddr("listen", c.Listen)
 	if c.HTTPListen != "off" {
 		checkAddr("http_listen", c.HTTPListen)
+		if host, _, err := net.SplitHostPort(c.HTTPListen); err == nil && !isLoopback(host) && c.HTTP.Token == "" && !c.HTTP.Insecure {
+			bad("http_listen", "%q is reachable from other machines and http.token is not set: set http.token (or http.token_file, http.token_env), listen on 127.0.0.1, or set http.insecure: true to serve the sessions and topology to anyone", c.HTTPListen)
+		}
+		if (c.HTTP.Cert == "") != (c.HTTP.Key == "") {
+			bad("http", "cert and key go together: set both or neither")
+		}
 	}
 	switch strings.ToLower(c.Log.Level) {
 	case "trace", "debug", "info", "warn", "error":
@@ -588,4 +621,15 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// isLoopback reports whether host (of a listen address) is reachable only
+// from this machine: a loopback IP or "localhost". An empty host (all
+// interfaces) is not.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -96,3 +96,30 @@ clusters: [{name: main, backend_user: g, backends: ["h:1"]}]`: "users[1].user",
 		}
 	}
 }
+
+// A non-loopback http_listen needs a token, or an explicit insecure.
+func TestHTTPListenNeedsToken(t *testing.T) {
+	base := "users: [{user: u}]\nclusters: [{name: main, backend_user: g, backends: ['127.0.0.1:3306']}]\n"
+	for extra, ok := range map[string]bool{
+		"http_listen: 127.0.0.1:15000\n":                       true,
+		"http_listen: '[::1]:15000'\n":                         true,
+		"http_listen: localhost:15000\n":                       true,
+		"http_listen: off\n":                                   true,
+		"http_listen: 0.0.0.0:15000\n":                         false,
+		"http_listen: ':15000'\n":                              false,
+		"http_listen: 10.0.0.5:15000\n":                        false,
+		"http_listen: 0.0.0.0:15000\nhttp: {token: t}\n":       true,
+		"http_listen: 0.0.0.0:15000\nhttp: {insecure: true}\n": true,
+		"http: {cert: a.pem}\n":                                false,
+	} {
+		_, err := Parse([]byte(base + extra))
+		if (err == nil) != ok {
+			t.Errorf("%q: %v, want ok=%v", extra, err, ok)
+		}
+	}
+	t.Setenv("DG_HTTP_TOKEN", "from-env")
+	c, err := Parse([]byte(base + "http_listen: 0.0.0.0:15000\nhttp: {token_env: DG_HTTP_TOKEN}\n"))
+	if err != nil || c.HTTP.Token != "from-env" {
+		t.Fatalf("token_env: %v, token %q", err, c.HTTP.Token)
+	}
+}

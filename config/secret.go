@@ -164,6 +164,7 @@ func (c *Config) resolveSecrets() error {
 		k := fmt.Sprintf("clusters[%d]", i)
 		resolveSecret(bad, k+".backend_password", &cl.BackendPassword, cl.BackendPasswordFile, cl.BackendPasswordEnv)
 	}
+	resolveSecret(bad, "http.token", &c.HTTP.Token, c.HTTP.TokenFile, c.HTTP.TokenEnv)
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "\n"))
 	}

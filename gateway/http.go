@@ -1,11 +1,13 @@
 package gateway
 
 import (
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/directgate/directgate/config"
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -21,7 +23,36 @@ import (
 //   - /debug/health gives discovery's latest snapshot (roles, states, lag,
 //     probe and statement latency per backend) and /debug/pins the session
 //     and pin counters, as JSON.
+//
+// With http.token set, every endpoint but /healthz, /readyz and (with
+// http.public_metrics) /metrics answers 401 without "Authorization:
+// Bearer <token>".
 func (s *Server) HTTPHandler() http.Handler {
+	mux := s.routes()
+	if s.cfg != nil && s.cfg.HTTP.Token != "" {
+		return requireToken(mux, s.cfg.HTTP)
+	}
+	return mux
+}
+
+// requireToken lets a request through to next when it carries the token,
+// or asks for one of the endpoints that are open to all.
+func requireToken(next http.Handler, hc config.HTTP) http.Handler {
+	want := []byte("Bearer " + hc.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/healthz", r.URL.Path == "/readyz", r.URL.Path == "/metrics" && hc.PublicMetrics:
+		case subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="directgate"`)
+			http.Error(w, "401 unauthorized: send the gateway's http.token as \"Authorization: Bearer <token>\"", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// routes is the mux of every endpoint.
+func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/readyz", s.serveReadyz)
 	mux.HandleFunc("/debug/status", s.serveStatus)

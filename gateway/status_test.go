@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -314,5 +315,44 @@ func TestSparkline(t *testing.T) {
 	}
 	if svg := string(sparkline(nil, nil)); !strings.Contains(svg, "no samples yet") {
 		t.Errorf("empty sparkline: %s", svg)
+	}
+}
+
+// With http.token set, only /healthz, /readyz and (when public) /metrics
+// answer without the token; a wrong token is refused like none.
+func TestHTTPToken(t *testing.T) {
+	f := newStatusFixture(t, "fake:1")
+	f.srv.cfg.HTTP.Token = "s3cret"
+	get := func(path, auth string) int {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		f.srv.HTTPHandler().ServeHTTP(rec, req)
+		return rec.Code
+	}
+	for _, path := range []string{"/debug/status", "/debug/health", "/debug/pins", "/metrics"} {
+		if code := get(path, ""); code != http.StatusUnauthorized {
+			t.Errorf("%s without a token: %d, want 401", path, code)
+		}
+		if code := get(path, "Bearer wrong"); code != http.StatusUnauthorized {
+			t.Errorf("%s with a wrong token: %d, want 401", path, code)
+		}
+		if code := get(path, "Bearer s3cret"); code != http.StatusOK {
+			t.Errorf("%s with the token: %d, want 200", path, code)
+		}
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if code := get(path, ""); code == http.StatusUnauthorized {
+			t.Errorf("%s asks for a token", path)
+		}
+	}
+	f.srv.cfg.HTTP.PublicMetrics = true
+	if code := get("/metrics", ""); code != http.StatusOK {
+		t.Errorf("/metrics with public_metrics: %d, want 200", code)
+	}
+	if code := get("/debug/status", ""); code != http.StatusUnauthorized {
+		t.Errorf("/debug/status with public_metrics: %d, want 401", code)
 	}
 }

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -134,9 +135,17 @@ func serve(args []string, stderr io.Writer) error {
 		if err != nil {
 			return errors.Join(fmt.Errorf("http listen %s: %w", cfg.HTTPListen, err), srv.Shutdown(context.Background()))
 		}
-		httpSrv = &http.Server{Handler: srv.HTTPHandler(), ReadHeaderTimeout: 5 * time.Second}
+		if cfg.HTTP.Cert != "" {
+			cert, err := tls.LoadX509KeyPair(cfg.HTTP.Cert, cfg.HTTP.Key)
+			if err != nil {
+				_ = ln.Close()
+				return errors.Join(fmt.Errorf("config: http.cert/http.key: %w", err), srv.Shutdown(context.Background()))
+			}
+			ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		}
+		httpSrv = newHTTPServer(srv.HTTPHandler())
 		go func() { _ = httpSrv.Serve(ln) }()
-		log.Info("serving HTTP", "addr", ln.Addr().String())
+		log.Info("serving HTTP", "addr", ln.Addr().String(), "tls", cfg.HTTP.Cert != "", "token", cfg.HTTP.Token != "")
 	}
 
 	hup := make(chan os.Signal, 1)
@@ -185,6 +194,19 @@ func reloadOnHUP(hup <-chan os.Signal, path string, srv *gateway.Server, log hcl
 }
 
 // shutdown stops the gateway, then the HTTP server, and joins their errors.
+// newHTTPServer serves h with timeouts: a client that trickles its
+// request, never reads the answer or keeps an idle connection open is cut.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+	}
+}
+
 func shutdown(srv *gateway.Server, httpSrv *http.Server, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
