@@ -73,15 +73,6 @@ type backendConn struct {
 	discard bool
 }
 
-// killPool returns the pool whose connections log in as bc's account,
-// without CLIENT_FOUND_ROWS: the one to send KILL QUERY for bc from, as a
-// backend lets an account kill its own threads without privileges.
-func (bc *backendConn) killPool() (*pools.Pool[*backendConn], error) {
-	k := bc.key
-	k.foundRows = false
-	return bc.be.poolFor(k)
-}
-
 // poolKey names one of a backend's pools: the account its connections
 // log in as and whether they have CLIENT_FOUND_ROWS (the one capability a
 // connection cannot change after its handshake).
@@ -109,6 +100,9 @@ type backend struct {
 	mu    sync.Mutex
 	// closed is set by close (under mu): no pool opens after it.
 	closed bool
+	// killers are the connections set aside for KILL QUERY, by account
+	// (kill.go); guarded by mu.
+	killers map[poolKey]*killer
 }
 
 // pool returns the backend's pool of the cluster's account for clients
@@ -202,6 +196,7 @@ func (be *backend) close() {
 	be.mu.Lock()
 	defer be.mu.Unlock()
 	be.closed = true
+	be.closeKillers()
 	be.eachPool(func(_ poolKey, p *pools.Pool[*backendConn]) { p.Close() })
 }
 

@@ -1,10 +1,8 @@
 package gateway
 
 import (
-	"context"
 	"errors"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 
@@ -143,57 +141,12 @@ func (ss *Session) kill(id uint64, query bool) error {
 		ss.writeErr(wire.NewError(1927, "70100", "Connection was killed"))
 		return errors.New("killed itself")
 	}
-	bc := target.inFlight.Load()
-	if !query {
-		// Close first, so the target's client gets no error packet from
-		// the interrupted statement.
-		target.ForceClose()
-	}
-	if err := ss.killBackendQuery(bc); err != nil {
+	// KILL CONNECTION closes first, so the target's client gets no error
+	// packet from the interrupted statement.
+	if err := target.killStatement(!query); err != nil {
 		return ss.writeErr(toClientError(err))
 	}
 	return ss.writeOK(wire.OK{Status: ss.status})
-}
-
-// killAcquireWait is how long a KILL waits for a pooled connection before
-// it opens one of its own.
-const killAcquireWait = 500 * time.Millisecond
-
-// killBackendQuery stops the statement running on backend connection bc
-// (nil: none), with KILL QUERY on another connection to that backend.
-func (ss *Session) killBackendQuery(bc *backendConn) error {
-	if bc == nil {
-		return nil
-	}
-	pool, err := bc.killPool()
-	if err != nil {
-		return err
-	}
-	kill := "KILL QUERY " + strconv.FormatUint(uint64(bc.Greeting.ConnectionID), 10)
-	ctx, cancel := context.WithTimeout(context.Background(), killAcquireWait)
-	l, err := pool.Acquire(ctx)
-	cancel()
-	if err == nil {
-		_, err = l.Conn().Exec(kill)
-		endLease(l, err)
-	} else {
-		// Every pooled connection is busy (perhaps with the very
-		// statement to kill): a KILL must not wait behind them. One
-		// connection of its own, closed after.
-		dctx, dcancel := context.WithTimeout(context.Background(), ss.srv.cfg.Health.Timeout+killAcquireWait)
-		conn, derr := bc.be.cluster.dial(dctx, bc.be, bc.key)
-		dcancel()
-		if derr != nil {
-			return derr
-		}
-		_, err = conn.Exec(kill)
-		_ = conn.Close()
-	}
-	var sqlErr *wire.SQLError
-	if errors.As(err, &sqlErr) && sqlErr.Code == 1094 { // the statement just finished
-		err = nil
-	}
-	return err
 }
 
 // killTarget is the connection id a KindKill route names.

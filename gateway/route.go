@@ -194,8 +194,8 @@ func (ss *Session) causalWait(conn *backendConn, conf *config.Cluster) (ok bool,
 	q := "SELECT MASTER_GTID_WAIT('" + ss.lastGTID + "', " + strconv.FormatFloat(conf.CausalTimeout.Seconds(), 'f', 3, 64) + ")"
 	res := ""
 	// In flight like a statement: a forced close cuts the wait.
-	ss.inFlight.Store(conn)
-	defer ss.inFlight.Store(nil)
+	ss.beginInFlight(conn)
+	defer ss.endInFlight()
 	if err := conn.QueryRows(q, func(row [][]byte) {
 		if len(row) == 1 {
 			res = string(row[0])

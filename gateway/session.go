@@ -122,6 +122,9 @@ type sessionView struct {
 	// shutdown): the backend connection it closes is not a backend
 	// failure, and nothing is retried.
 	cut atomic.Bool
+	// killMu orders a kill of the session's statement (killStatement)
+	// before the session lets the statement's connection go (kill.go).
+	killMu sync.Mutex
 	// proc is what SHOW PROCESSLIST shows of the session.
 	proc procInfo
 }
@@ -549,11 +552,11 @@ func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind)
 			ss.relay.StatusHint |= wire.StatusMoreResults
 		}
 	}
-	ss.inFlight.Store(conn)
+	ss.beginInFlight(conn)
 	ss.watchClient()
 	res, err := ss.relay.Run(ss.client, conn.Conn, kind)
-	ss.inFlight.Store(nil)
 	ss.watch.Stop()
+	ss.endInFlight()
 	return res, err
 }
 
@@ -593,8 +596,7 @@ func (ss *Session) checkClient() {
 		return
 	}
 	ss.log.Info("client went away during a statement; stopping the statement", "backend", bc.addr)
-	ss.ForceClose()
-	if err := ss.killBackendQuery(bc); err != nil {
+	if err := ss.killStatement(true); err != nil {
 		ss.log.Warn("could not stop the statement of a client that went away", "backend", bc.addr, "error", err)
 	}
 }
