@@ -159,7 +159,8 @@ func TestMaxConnectionsPerAddress(t *testing.T) {
 }
 
 // TestFailedLoginsAreSlowedDown: past auth_failure_limit failures from an
-// address within a minute, each further failure takes auth_failure_delay.
+// address (or for a user name) within a minute, the answers to further
+// failures come auth_failure_delay apart, across connections.
 func TestFailedLoginsAreSlowedDown(t *testing.T) {
 	srv := startTestGateway(t, "authdelay", opsYAML("auth_failure_limit: 3\nauth_failure_delay: 1s", "", "size: 2, min_idle: 0"))
 	addr := srv.Addr().String()
@@ -185,6 +186,20 @@ func TestFailedLoginsAreSlowedDown(t *testing.T) {
 	}
 	if d := attempt(); d < 900*time.Millisecond {
 		t.Fatalf("the fourth failure took only %s", d)
+	}
+	// Parallel connections do not multiply the guesses: their answers
+	// come a second apart between them (the slowest of three waits its
+	// turn behind the other two).
+	times := make(chan time.Duration, 3)
+	for range 3 {
+		go func() { times <- attempt() }()
+	}
+	var slowest time.Duration
+	for range 3 {
+		slowest = max(slowest, <-times)
+	}
+	if slowest < 2500*time.Millisecond {
+		t.Fatalf("three parallel failures past the limit: the slowest took only %s, want about 3s", slowest)
 	}
 	// The right password still gets in at once.
 	db := open(t, dsnFor(addr, appUser, appPass))

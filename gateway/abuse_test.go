@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"fmt"
 	"testing"
-	"time"
 )
 
 func TestAddrGuardConnections(t *testing.T) {
@@ -32,33 +30,5 @@ func TestAddrGuardConnections(t *testing.T) {
 	}
 	if !g.admit("x", 0) {
 		t.Fatal("limit 0 must mean no limit")
-	}
-}
-
-func TestAddrGuardFailures(t *testing.T) {
-	g := newAddrGuard()
-	now := time.Unix(1000, 0)
-	g.now = func() time.Time { return now }
-	for i := 1; i <= 5; i++ {
-		if d := g.failed("a", 5, time.Second); d != 0 {
-			t.Fatalf("failure %d delayed %s", i, d)
-		}
-	}
-	if d := g.failed("a", 5, time.Second); d != time.Second {
-		t.Fatalf("sixth failure: delay %s", d)
-	}
-	if d := g.failed("b", 5, time.Second); d != 0 {
-		t.Fatal("another address delayed")
-	}
-	now = now.Add(failWindow + time.Second)
-	if d := g.failed("a", 5, time.Second); d != 0 {
-		t.Fatalf("after the window: delay %s", d)
-	}
-	// A flood of addresses does not grow the map past its bound.
-	for i := 0; i < 3*maxFailAddrs; i++ {
-		g.failed(fmt.Sprintf("10.%d.%d.%d", i>>16, i>>8&255, i&255), 5, time.Second)
-	}
-	if len(g.fails) > maxFailAddrs {
-		t.Fatalf("%d addresses remembered", len(g.fails))
 	}
 }

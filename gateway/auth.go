@@ -110,7 +110,7 @@ func (ss *Session) checkPassword(plugin, name string, salt, answer []byte, user 
 // password.
 func (ss *Session) denied(user string, withPassword bool) error {
 	ss.log.Warn("login refused", "user", user)
-	ss.authFailed() // a guessing client gets each answer late
+	ss.authFailed(user) // a guessing client gets each answer late
 	ss.writeErr(accessDenied(ss, user, withPassword))
 	return errAuthFailed
 }

@@ -43,7 +43,7 @@ func (ss *Session) comChangeUser(p []byte) error {
 	}
 	if !ok {
 		ss.log.Warn("change user refused", "user", req.User)
-		ss.authFailed()
+		ss.authFailed(req.User)
 		return ss.writeErr(accessDenied(ss, req.User, len(answer) > 0))
 	}
 	if e := ss.srv.admitUser(ss, user); e != nil {

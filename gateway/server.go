@@ -59,8 +59,10 @@ type Server struct {
 	mu sync.Mutex
 	// userConns counts sessions per logged-in user, for max_connections.
 	userConns map[string]int
-	// guard limits connections and failed logins per client address.
+	// guard limits connections per client address; logins paces failed
+	// logins per address and per user name.
 	guard     *addrGuard
+	logins    *mysqlserver.LoginThrottle
 	closeOnce sync.Once
 }
 
@@ -95,6 +97,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Server, error) {
 		clusters:   map[string]*cluster{},
 		userConns:  map[string]int{},
 		guard:      newAddrGuard(),
+		logins:     mysqlserver.NewLoginThrottle(),
 		group:      safego.New(log),
 	}
 	s.front = mysqlserver.New(s, log)

@@ -235,7 +235,7 @@ func (ss *Session) Serve() {
 		err = errHandshakeTimeout
 	}
 	if errors.Is(err, errAuthFailed) && !ss.failNoted {
-		ss.authFailed()
+		ss.authFailed("")
 	}
 	if err != nil {
 		s.metrics.clientRejected(rejectReasonOf(err))

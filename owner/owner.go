@@ -55,6 +55,8 @@ type Owner struct {
 	// front is the MySQL server skeleton: listener, connection ids, the
 	// registry of sessions, drain-then-cut shutdown.
 	front *mysqlserver.Server
+	// logins paces failed logins.
+	logins *mysqlserver.LoginThrottle
 	// shutting is set by the first Shutdown; done closes when it returns.
 	shutting atomic.Bool
 	done     chan struct{}
@@ -98,7 +100,7 @@ func New(cfg *config.Config, cluster string, log hclog.Logger) (*Owner, error) {
 	o := &Owner{
 		cluster: cluster, log: log, parser: parser,
 		now: time.Now, rnd: rand.Float64,
-		bgGroup: safego.New(log), done: make(chan struct{}),
+		bgGroup: safego.New(log), done: make(chan struct{}), logins: mysqlserver.NewLoginThrottle(),
 		primChanged: make(chan struct{}), noPrimary: "discovery has not finished its first round",
 		discovered: make(chan struct{}), discoverReq: make(chan struct{}, 1),
 	}

@@ -26,6 +26,11 @@ const serverVersion = "10.11.0-directgate-owner"
 const ownerCaps = wire.ServerCaps &^ (wire.CapDeprecateEOF | wire.CapMultiStatements | wire.CapLocalFiles | wire.CapSessionTrack)
 
 const (
+	// loginFailureLimit failed logins from one address or for one user
+	// name within a minute make the answers to more of them come
+	// loginFailureDelay apart.
+	loginFailureLimit = 5
+	loginFailureDelay = time.Second
 	// handshakeTimeout bounds the time a client gets to log in.
 	handshakeTimeout = 10 * time.Second
 	// keepBuffer is the largest buffer a session keeps between commands.
@@ -127,6 +132,11 @@ func (ss *session) handshake() error {
 	cl := ss.o.conf.Load().cluster
 	if resp.User != cl.BackendUser || !wire.CheckScramble(plugin, salt, answer, cl.BackendPassword) {
 		ss.log.Warn("login refused: gateways log in with the cluster's backend_user", "user", resp.User)
+		// The login guards the cluster's backend password: failures are
+		// paced per address and user name, as the gateway's.
+		if d := ss.o.logins.Failed(remoteHost(ss.nc), resp.User, loginFailureLimit, loginFailureDelay); d > 0 {
+			time.Sleep(d)
+		}
 		using := "NO"
 		if len(answer) > 0 {
 			using = "YES"
@@ -464,4 +474,13 @@ func (s *streamSub) finish(reason *wire.SQLError) {
 			_ = ss.c.Flush()
 		}
 	}
+}
+
+// remoteHost is the client's IP address, without the port.
+func remoteHost(nc net.Conn) string {
+	host, _, err := net.SplitHostPort(nc.RemoteAddr().String())
+	if err != nil {
+		return nc.RemoteAddr().String()
+	}
+	return host
 }

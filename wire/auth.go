@@ -246,12 +246,12 @@ func (a *Authenticator) Check(c *Conn, plugin, user string, salt, answer []byte,
 		return known && password == "", nil
 	}
 	hit, digest := a.cached(user, password)
-	if known && hit {
-		if !CheckScramble(plugin, salt, answer, password) {
-			return false, nil
-		}
+	if known && hit && CheckScramble(plugin, salt, answer, password) {
 		return true, a.more(c, sha2FastAuthSuccess)
 	}
+	// A wrong scramble of a cached user goes on to full authentication,
+	// like an unknown user's and an uncached one's (as MySQL's server
+	// does): a quick refusal would tell who has logged in since start.
 	if err := a.more(c, sha2FullAuth); err != nil {
 		return false, err
 	}

@@ -217,6 +217,18 @@ func TestCachingSha2ServerStateMachine(t *testing.T) {
 	if !ok || err != nil {
 		t.Fatalf("fast path: %v %v", ok, err)
 	}
+	// Cached, but a wrong scramble: full authentication, as for an
+	// unknown or uncached user (a quick refusal would tell the user has
+	// logged in since start).
+	ok, err = run(ScrambleCachingSha2(salt, "wrong"), func(c *Conn) error {
+		if err := expect(c, []byte{1, 4}); err != nil {
+			return err
+		}
+		return send(c, []byte("not a cipher text"))
+	})
+	if ok {
+		t.Fatalf("a wrong scramble of a cached user: %v %v", ok, err)
+	}
 	// A password change in the config is a cache miss.
 	if hit, _ := a.cached("u", "other"); hit {
 		t.Fatal("cache hit for another password")
