@@ -55,9 +55,19 @@ type Config struct {
 	// reading its results is cut after it instead of holding a backend
 	// connection. Default 60s (MariaDB's net_write_timeout); 0 never.
 	WriteTimeout *time.Duration `yaml:"write_timeout"`
-	// AuthFailureLimit failed logins from one address within a minute
-	// make each further failure from it wait AuthFailureDelay before the
-	// connection closes. Default 5.
+	// IdleTransactionTimeout closes a client idle inside a transaction
+	// for longer: its transaction is rolled back and its backend
+	// connection goes back to the pool, as MariaDB's own
+	// idle_transaction_timeout does (a session's own, smaller
+	// idle_transaction_timeout also applies). Default 1h; 0 never.
+	IdleTransactionTimeout *time.Duration `yaml:"idle_transaction_timeout"`
+	// LocalInfileTimeout bounds the wait for each packet of a LOAD DATA
+	// LOCAL INFILE file from the client: a client that starts one and
+	// stops sending is cut, its backend connection freed. Default 60s.
+	LocalInfileTimeout *time.Duration `yaml:"local_infile_timeout"`
+	// AuthFailureLimit failed logins from one address (or for one user
+	// name) within a minute make the answers to further failures come
+	// AuthFailureDelay apart, across connections. Default 5.
 	AuthFailureLimit int `yaml:"auth_failure_limit"`
 	// AuthFailureDelay is that wait. Default 1s; 0 off.
 	AuthFailureDelay *time.Duration `yaml:"auth_failure_delay"`
@@ -110,6 +120,13 @@ type User struct {
 	// MaxConnections bounds this user's client connections at once; more
 	// get error 1203. 0: no limit beyond max_client_connections.
 	MaxConnections int `yaml:"max_connections"`
+	// MaxPoolShare is the largest share (0 to 1) of each of a cluster's
+	// pools this user's sessions hold at once: past it, a statement waits
+	// for one of the user's own connections, up to the pool's
+	// acquire_timeout, then gets error 1040. It keeps a few clients (idle
+	// transactions, slow readers) of one user from starving every other
+	// user. Default 0: no share beyond the pool.
+	MaxPoolShare float64 `yaml:"max_pool_share"`
 	// Admin users see and kill every user's sessions (SHOW PROCESSLIST,
 	// KILL, KILL of any form) and may run SHOW GATEWAY. Others see and
 	// kill only their own sessions. Default false.
@@ -348,6 +365,12 @@ func (c *Config) ApplyDefaults() {
 	if c.AuthFailureLimit == 0 {
 		c.AuthFailureLimit = 5
 	}
+	if c.IdleTransactionTimeout == nil {
+		c.IdleTransactionTimeout = ptr(time.Hour)
+	}
+	if c.LocalInfileTimeout == nil {
+		c.LocalInfileTimeout = ptr(time.Minute)
+	}
 	if c.AuthFailureDelay == nil {
 		c.AuthFailureDelay = ptr(time.Second)
 	}
@@ -471,6 +494,17 @@ func (c *Config) Validate() error {
 	}
 	if *c.WriteTimeout < 0 {
 		bad("write_timeout", "must not be negative")
+	}
+	if *c.IdleTransactionTimeout < 0 {
+		bad("idle_transaction_timeout", "must not be negative")
+	}
+	if *c.LocalInfileTimeout <= 0 {
+		bad("local_infile_timeout", "must be positive")
+	}
+	for i, u := range c.Users {
+		if u.MaxPoolShare < 0 || u.MaxPoolShare > 1 {
+			bad(fmt.Sprintf("users[%d].max_pool_share", i), "%v is not a share between 0 and 1", u.MaxPoolShare)
+		}
 	}
 	if c.AuthFailureLimit < 0 {
 		bad("auth_failure_limit", "must not be negative")

@@ -5,10 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/directgate/directgate/wire"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -122,5 +124,96 @@ func TestTenantIsolation(t *testing.T) {
 		if strings.HasPrefix(string(p), "\x12alice secret query") && !strings.HasSuffix(string(p), "\x010") {
 			t.Fatalf("alice's SLEEP was interrupted: row %q", p)
 		}
+	}
+}
+
+// TestIdleTransactionTimeout: a client idle inside a transaction past
+// idle_transaction_timeout is closed, its transaction rolled back, and
+// its backend connection serves others (a pool of one here).
+func TestIdleTransactionTimeout(t *testing.T) {
+	mustExec(t, direct(t), "DROP TABLE IF EXISTS ten_idle", "CREATE TABLE ten_idle (id INT PRIMARY KEY)")
+	srv := startTestGateway(t, "ten-idle", opsYAML("idle_transaction_timeout: 1s", "", "size: 1, min_idle: 0, acquire_timeout: 10s"))
+	addr := srv.Addr().String()
+	a := open(t, dsnFor(addr, appUser, appPass))
+	a.SetMaxOpenConns(1)
+	ctx := context.Background()
+	conn, err := a.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	mustExecConn(t, ctx, conn, "BEGIN", "INSERT INTO ten_idle VALUES (1)")
+	time.Sleep(2500 * time.Millisecond)
+	if _, err := conn.ExecContext(ctx, "INSERT INTO ten_idle VALUES (2)"); err == nil {
+		t.Fatal("a session idle in a transaction past idle_transaction_timeout still runs statements")
+	}
+	b := open(t, dsnFor(addr, appUser, appPass))
+	if _, err := b.Exec("SELECT 1"); err != nil {
+		t.Fatalf("another client after the idle one was closed: %v", err)
+	}
+	var n int
+	if err := direct(t).QueryRow("SELECT COUNT(*) FROM ten_idle").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("rows after the idle transaction was closed: %d (%v), want 0: rolled back", n, err)
+	}
+}
+
+// TestMaxPoolShare: a user with max_pool_share 0.5 of a pool of two holds
+// at most one connection; its second session waits acquire_timeout and
+// gets 1040, while another user is served from the rest of the pool.
+func TestMaxPoolShare(t *testing.T) {
+	srv := startTestGateway(t, "ten-share", opsYAML("", "  - {user: greedy, password: g, max_pool_share: 0.5}", "size: 2, min_idle: 0, acquire_timeout: 1s"))
+	addr := srv.Addr().String()
+	ctx := context.Background()
+	g := open(t, dsnFor(addr, "greedy", "g"))
+	holder, err := g.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	mustExecConn(t, ctx, holder, "BEGIN", "SELECT 1")
+	_, err = g.ExecContext(ctx, "SELECT 2")
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 1040 || !strings.Contains(me.Message, "max_pool_share") {
+		t.Fatalf("greedy's second session: %v, want error 1040 naming max_pool_share", err)
+	}
+	other := open(t, dsnFor(addr, appUser, appPass))
+	if _, err := other.Exec("SELECT 3"); err != nil {
+		t.Fatalf("another user next to greedy's share: %v", err)
+	}
+	mustExecConn(t, ctx, holder, "COMMIT")
+	if _, err := g.ExecContext(ctx, "SELECT 4"); err != nil {
+		t.Fatalf("greedy after its transaction ended: %v", err)
+	}
+}
+
+// TestLocalInfileTimeout: a client that starts LOAD DATA LOCAL INFILE and
+// sends nothing is cut after local_infile_timeout, and its backend
+// connection serves others (a pool of one here).
+func TestLocalInfileTimeout(t *testing.T) {
+	mustExec(t, direct(t), "DROP TABLE IF EXISTS ten_ld", "CREATE TABLE ten_ld (id INT)")
+	srv := startTestGateway(t, "ten-infile", opsYAML("local_infile_timeout: 1s", "", "size: 1, min_idle: 0, acquire_timeout: 10s"))
+	addr := srv.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := wire.Dial(ctx, addr, wire.DialOptions{User: appUser, Password: appPass, Caps: wire.CapLocalFiles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.WriteCommand(append([]byte{wire.ComQuery}, "LOAD DATA LOCAL INFILE 'x.csv' INTO TABLE "+testDB+".ten_ld"...)); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.ReadPacket()
+	if err != nil || len(p) == 0 || p[0] != 0xfb {
+		t.Fatalf("want the LOCAL INFILE request, got %x %v", p, err)
+	}
+	// Send nothing: the gateway cuts the client.
+	_ = c.NetConn().SetReadDeadline(time.Now().Add(15 * time.Second))
+	if _, err := io.ReadAll(c.NetConn()); err != nil {
+		t.Fatalf("the stalled LOCAL INFILE client was not cut: %v", err)
+	}
+	b := open(t, dsnFor(addr, appUser, appPass))
+	if _, err := b.Exec("SELECT 1"); err != nil {
+		t.Fatalf("another client after the stalled one: %v", err)
 	}
 }

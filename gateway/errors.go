@@ -34,7 +34,10 @@ func toClientError(err error) *wire.SQLError {
 	var backendErr *wire.BackendError
 	var splitBrain *splitBrainError
 	var ownerErr *forward.OwnerError
+	var share *shareError
 	switch {
+	case errors.As(err, &share):
+		return wire.NewError(mysqlserver.ErConCount, "08004", "Too many connections: %s", share.Error())
 	case errors.As(err, &ownerErr):
 		return wire.NewError(mysqlserver.ErConnectToForeign, "HY000", "Can't connect to the owner: %s; sequence and message statements need `gateway owner` running for the cluster, other statements are not affected", ownerErr.Error())
 	case errors.As(err, &splitBrain):

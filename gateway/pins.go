@@ -125,6 +125,9 @@ type leaseState struct {
 	// everPinned records a pin by session state, for SessionStats.
 	pins       pinSet
 	everPinned bool
+	// share is the semaphore of the user's max_pool_share the session
+	// holds a token of while it holds lease (share.go); nil none.
+	share chan struct{}
 	// tempTables and sqlStmts are the session's temporary tables
 	// (db.table) and SQL-level prepared statement names (lower case),
 	// which pin it until the last is gone.

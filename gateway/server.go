@@ -63,6 +63,8 @@ type Server struct {
 	// logins per address and per user name.
 	guard     *addrGuard
 	logins    *mysqlserver.LoginThrottle
+	// shares are the users' max_pool_share semaphores.
+	shares poolShares
 	closeOnce sync.Once
 }
 
@@ -263,6 +265,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 	s.setUsers(cfg.Users)
 	s.pruneUserPools(cfg.Users)
+	s.shares.reset()
 	s.health.Refresh()
 	return errors.Join(errs...)
 }

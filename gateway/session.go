@@ -538,6 +538,7 @@ func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind)
 	// several packets (16 MiB and more) is answered after all of them.
 	ss.relay.ClientCaps = ss.caps
 	ss.relay.BackendCaps = conn.Caps
+	ss.relay.InfileTimeout = *ss.srv.cfg.LocalInfileTimeout
 	ss.relay.Trackers = ss.trackers
 	ss.relay.TxnState, ss.relay.TxnChars = ss.txnState, ss.txnChars
 	ss.relay.StatusHint = ss.status
@@ -638,12 +639,16 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 		if err != nil {
 			return nil, err
 		}
+		if err := ss.takeShare(be); err != nil {
+			return nil, err
+		}
 		pool, err := be.poolFor(ss.poolKey())
 		var l *pools.Lease[*backendConn]
 		if err == nil {
 			l, err = pool.Acquire(ss.context())
 		}
 		if err != nil {
+			ss.giveShare()
 			var de *pools.DialError
 			var sqlErr *wire.SQLError
 			retry := attempt < 2 && !ss.srv.closing() &&
@@ -664,6 +669,7 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 			// non-blocking peek; a restart shows in discovery.
 			dead++
 			l.Destroy()
+			ss.giveShare()
 			attempt--
 			continue
 		}
@@ -1236,6 +1242,7 @@ func (ss *Session) releaseLease() {
 		return
 	}
 	ss.lease = nil
+	ss.giveShare()
 	ss.insertIDSynced = false
 	conn := l.Conn()
 	if conn.closed {
@@ -1298,6 +1305,7 @@ func (ss *Session) dropLease() {
 	if ss.lease != nil {
 		ss.lease.Destroy()
 		ss.lease = nil
+		ss.giveShare()
 	}
 }
 

@@ -429,14 +429,30 @@ func eqFold(b []byte, k string) bool {
 // it (they serve many sessions), so the gateway closes the client's
 // connection itself, as MariaDB would. 0: the server default applies to
 // nothing the gateway holds (idle sessions hold no backend connection).
+// Inside a transaction the session holds a backend connection: then
+// idle_transaction_timeout (the gateway's, or the session's own when
+// smaller) bounds the wait too, and the session is closed and its
+// transaction rolled back past it, as MariaDB does.
 func (ss *Session) idleTimeout() time.Duration {
-	if len(ss.vars) == 0 {
-		return 0
-	}
 	name := "wait_timeout"
 	if ss.caps&wire.CapInteractive != 0 {
 		name = "interactive_timeout"
 	}
+	d := ss.varSeconds(name)
+	if ss.pins&pinTxn != 0 {
+		// Idle inside a transaction: the gateway's bound, or the
+		// session's own idle_transaction_timeout when smaller.
+		if cfg := ss.srv.cfg; cfg != nil && cfg.IdleTransactionTimeout != nil {
+			d = minPositive(d, *cfg.IdleTransactionTimeout)
+		}
+		d = minPositive(d, ss.varSeconds("idle_transaction_timeout"))
+	}
+	return d
+}
+
+// varSeconds is the session variable name, a number of seconds, as a
+// duration; 0 when unset or not positive.
+func (ss *Session) varSeconds(name string) time.Duration {
 	v, ok := ss.vars[name]
 	if !ok {
 		return 0
@@ -446,6 +462,17 @@ func (ss *Session) idleTimeout() time.Duration {
 		return 0
 	}
 	return time.Duration(secs * float64(time.Second))
+}
+
+// minPositive is the smaller of a and b, ignoring zeros.
+func minPositive(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
 }
 
 // usesInsertID reports whether route (of sql) reads LAST_INSERT_ID() or

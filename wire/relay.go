@@ -2,6 +2,7 @@ package wire
 
 import (
 	"io"
+	"time"
 )
 
 // BackendError wraps a failure to read from or write to the backend during
@@ -126,6 +127,10 @@ type Relay struct {
 	// one holding the client's transaction (the owner process).
 	OverrideTxn bool
 	TxnStatus   uint16
+	// InfileTimeout, when set, bounds the wait for each packet of a LOAD
+	// DATA LOCAL INFILE file from the client; past it the relay fails
+	// with a ClientError (the backend gets the end of the file first).
+	InfileTimeout time.Duration
 	// scratch holds the small packets the relay builds itself, okBuf a
 	// rewritten OK packet; track and kept the session-state entries of a
 	// response and of one rewritten packet. All are reused across Runs.

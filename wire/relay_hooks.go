@@ -1,6 +1,9 @@
 package wire
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"time"
+)
 
 // The features of the relay on top of its steps, one small function each:
 //
@@ -326,7 +329,15 @@ func (r *Relay) localInfile(pk *packet) error {
 	if err := client.bw.Flush(); err != nil {
 		return &ClientError{err}
 	}
+	if r.InfileTimeout > 0 {
+		defer client.NetConn().SetReadDeadline(time.Time{})
+	}
 	for {
+		if r.InfileTimeout > 0 {
+			// A client that stops sending its file must not hold the
+			// backend connection.
+			_ = client.NetConn().SetReadDeadline(time.Now().Add(r.InfileTimeout))
+		}
 		p, err := client.ReadPacketAux()
 		if err != nil {
 			// The backend waits for the end of the file: tell it, so the
