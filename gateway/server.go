@@ -61,10 +61,10 @@ type Server struct {
 	userConns map[string]int
 	// guard limits connections per client address; logins paces failed
 	// logins per address and per user name.
-	guard     *addrGuard
-	logins    *mysqlserver.LoginThrottle
+	guard  *addrGuard
+	logins *mysqlserver.LoginThrottle
 	// shares are the users' max_pool_share semaphores.
-	shares poolShares
+	shares    poolShares
 	closeOnce sync.Once
 }
 
