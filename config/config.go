@@ -217,6 +217,14 @@ type Cluster struct {
 	Backends []string `yaml:"backends"`
 	// Pool sizes the connection pool of each backend.
 	Pool Pool `yaml:"pool"`
+	// MaxBackendStatements bounds the binary-protocol statements this
+	// gateway keeps prepared on one backend, across its pooled
+	// connections; past it the least recently used of the connection at
+	// hand is closed first. MariaDB's max_prepared_stmt_count (16382 by
+	// default) is for the whole server: keep this times the number of
+	// gateways (and other applications' statements) under it. Default
+	// 4000.
+	MaxBackendStatements int `yaml:"max_backend_statements"`
 	// ReplicaReads sends reads outside transactions to replicas. Default
 	// off: everything goes to the primary. Sessions override it with
 	// USE db@replica and USE db@primary.
@@ -437,6 +445,9 @@ func (c *Config) ApplyDefaults() {
 		if p.MaxLifetime == nil {
 			p.MaxLifetime = ptr(30 * time.Minute)
 		}
+		if cl.MaxBackendStatements == 0 {
+			cl.MaxBackendStatements = 4000
+		}
 		if p.AcquireTimeout == 0 {
 			p.AcquireTimeout = 2 * time.Second
 		}
@@ -494,6 +505,11 @@ func (c *Config) Validate() error {
 	}
 	if *c.WriteTimeout < 0 {
 		bad("write_timeout", "must not be negative")
+	}
+	for i, cl := range c.Clusters {
+		if cl.MaxBackendStatements < 0 {
+			bad(fmt.Sprintf("clusters[%d].max_backend_statements", i), "must not be negative")
+		}
 	}
 	if *c.IdleTransactionTimeout < 0 {
 		bad("idle_transaction_timeout", "must not be negative")

@@ -100,6 +100,9 @@ type backend struct {
 	mu    sync.Mutex
 	// closed is set by close (under mu): no pool opens after it.
 	closed bool
+	// stmts counts the binary-protocol statements prepared on the
+	// backend's pooled connections (makeStmtRoom).
+	stmts atomic.Int64
 	// killers are the connections set aside for KILL QUERY, by account
 	// (kill.go); guarded by mu.
 	killers map[poolKey]*killer
@@ -624,11 +627,18 @@ func (bc *backendConn) relaxTimeouts() error {
 	return nil
 }
 
+// Close closes the connection; its pool calls it (the connection's owner
+// then). Its statements leave the backend's books.
+func (bc *backendConn) Close() error {
+	bc.forgetStmts()
+	return bc.BackendConn.Close()
+}
+
 // forgetSession records that the connection's session is fresh again
 // (after COM_RESET_CONNECTION or COM_CHANGE_USER), with database db.
 func (bc *backendConn) forgetSession(db string) {
 	bc.vars = map[string]string{"names": "\x00unknown"}
-	bc.stmts = nil
+	bc.forgetStmts()
 	bc.db = db
 	bc.dirty = false
 	bc.syncedState = 0

@@ -350,3 +350,64 @@ func TestFakeReadInTransactionIsNotRetried(t *testing.T) {
 		t.Fatalf("the read ran %d times, want 1", reads.Load())
 	}
 }
+
+// A backend's connections together keep at most max_backend_statements
+// prepared: past it, the connection at hand closes its least recently
+// used statement before it prepares another.
+func TestBackendStatementBudget(t *testing.T) {
+	f := &fakeServer{addr: "fake:1", caps: wire.CapProtocol41, answer: func(_ int, cmd []byte) [][]byte {
+		return [][]byte{} // COM_STMT_CLOSE has no answer
+	}}
+	srv := testServer(t, []string{f.addr}, false, func(be *backend) *backendConn { return f.dial(be) }, scriptProber{primary: f.addr}, time.Hour)
+	c := srv.clusters["main"]
+	conf := *c.conf.Load()
+	conf.MaxBackendStatements = 3
+	c.conf.Store(&conf)
+	be := c.backend(f.addr)
+	a, b := f.dial(be), f.dial(be)
+	id := uint32(0)
+	prepare := func(conn *backendConn, sql string) {
+		t.Helper()
+		if err := conn.makeStmtRoom(); err != nil {
+			t.Fatal(err)
+		}
+		id++
+		conn.rememberStmt(connStmtKey{sql: sql}, id)
+	}
+	prepare(a, "s1")
+	prepare(a, "s2")
+	prepare(b, "s3")
+	prepare(b, "s4") // the budget is full: b closes s3 first
+	prepare(a, "s5") // a closes s1
+	if n := be.stmts.Load(); n != 3 {
+		t.Fatalf("the backend holds %d statements, budget 3", n)
+	}
+	if _, ok := b.stmts[connStmtKey{sql: "s3"}]; ok {
+		t.Error("b kept its least recently used statement past the budget")
+	}
+	if _, ok := a.stmts[connStmtKey{sql: "s1"}]; ok {
+		t.Error("a kept its least recently used statement past the budget")
+	}
+	a.forgetSession("")
+	if n := be.stmts.Load(); n != 1 {
+		t.Fatalf("after a reset of a: %d statements, want 1 (b's)", n)
+	}
+	_ = b.Close()
+	if n := be.stmts.Load(); n != 0 {
+		t.Fatalf("after b closed: %d statements, want 0", n)
+	}
+	// net.Pipe hands each close over synchronously; the fake records it
+	// right after.
+	closes := 0
+	for deadline := time.Now().Add(5 * time.Second); closes != 2 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		closes = 0
+		for _, cmd := range f.commands() {
+			if cmd == fmt.Sprintf("command 0x%02x", wire.ComStmtClose) {
+				closes++
+			}
+		}
+	}
+	if closes != 2 {
+		t.Errorf("%d COM_STMT_CLOSE sent, want 2", closes)
+	}
+}

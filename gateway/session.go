@@ -288,7 +288,7 @@ func (ss *Session) ForceClose() {
 	}
 	_ = ss.nc.Close()
 	if bc := ss.inFlight.Load(); bc != nil {
-		_ = bc.Close()
+		_ = bc.BackendConn.Close() // the socket only: the session owns bc's books
 	}
 }
 

@@ -18,9 +18,9 @@ const (
 	// keeps for its prepared statements.
 	maxSessionStmtBytes = 64 << 20
 	// maxConnStmts bounds the statements prepared on one backend
-	// connection; the least recently used is closed beyond it. With the
-	// default pool of 64 this stays far below MariaDB's
-	// max_prepared_stmt_count (16382).
+	// connection; the least recently used is closed beyond it. A backend's
+	// connections together hold at most its cluster's
+	// max_backend_statements (makeStmtRoom).
 	maxConnStmts = 128
 )
 
@@ -107,18 +107,8 @@ func (ss *Session) backendStmt(conn *backendConn, st *stmt) (uint32, error) {
 		cs.lastUse = conn.useClock
 		return cs.id, nil
 	}
-	if len(conn.stmts) >= maxConnStmts {
-		var oldKey connStmtKey
-		var oldest *connStmt
-		for k, cs := range conn.stmts {
-			if oldest == nil || cs.lastUse < oldest.lastUse {
-				oldKey, oldest = k, cs
-			}
-		}
-		delete(conn.stmts, oldKey)
-		if err := conn.SendNoReply(wire.AppendStmtCommand(nil, wire.ComStmtClose, oldest.id)); err != nil {
-			return 0, err
-		}
+	if err := conn.makeStmtRoom(); err != nil {
+		return 0, err
 	}
 	switchDB := st.db != conn.db && st.db != ""
 	if switchDB {
@@ -141,11 +131,66 @@ func (ss *Session) backendStmt(conn *backendConn, st *stmt) (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
+	conn.rememberStmt(key, id)
+	return id, nil
+}
+
+// makeStmtRoom closes the least recently used statement prepared on conn
+// when conn holds maxConnStmts, or when its backend holds its cluster's
+// max_backend_statements (the gateway's part of the server-wide
+// max_prepared_stmt_count), before another is prepared there. A
+// connection holding none prepares anyway: the budget is exceeded by at
+// most one statement per connection.
+func (conn *backendConn) makeStmtRoom() error {
+	full := len(conn.stmts) >= maxConnStmts
+	if conn.be != nil {
+		if limit := conn.be.cluster.conf.Load().MaxBackendStatements; limit > 0 && conn.be.stmts.Load() >= int64(limit) {
+			full = true
+		}
+	}
+	if !full || len(conn.stmts) == 0 {
+		return nil
+	}
+	var oldKey connStmtKey
+	var oldest *connStmt
+	for k, cs := range conn.stmts {
+		if oldest == nil || cs.lastUse < oldest.lastUse {
+			oldKey, oldest = k, cs
+		}
+	}
+	conn.forgetStmt(oldKey)
+	return conn.SendNoReply(wire.AppendStmtCommand(nil, wire.ComStmtClose, oldest.id))
+}
+
+// rememberStmt records that id is a statement prepared on conn under key.
+func (conn *backendConn) rememberStmt(key connStmtKey, id uint32) {
 	if conn.stmts == nil {
 		conn.stmts = map[connStmtKey]*connStmt{}
 	}
+	conn.useClock++
+	if _, ok := conn.stmts[key]; !ok && conn.be != nil {
+		conn.be.stmts.Add(1)
+	}
 	conn.stmts[key] = &connStmt{id: id, lastUse: conn.useClock}
-	return id, nil
+}
+
+// forgetStmt drops a statement from conn's books (it was closed).
+func (conn *backendConn) forgetStmt(key connStmtKey) {
+	if _, ok := conn.stmts[key]; ok {
+		delete(conn.stmts, key)
+		if conn.be != nil {
+			conn.be.stmts.Add(-1)
+		}
+	}
+}
+
+// forgetStmts drops every statement from conn's books (the connection
+// was reset or closed: the server closed them).
+func (conn *backendConn) forgetStmts() {
+	if conn.be != nil && len(conn.stmts) > 0 {
+		conn.be.stmts.Add(-int64(len(conn.stmts)))
+	}
+	conn.stmts = nil
 }
 
 // comStmtPrepare prepares a statement on a backend connection, relays the
@@ -196,11 +241,10 @@ func (ss *Session) comStmtPrepare(p []byte) error {
 		}
 		ss.stmts[id] = &stmt{sql: sql, db: ss.db, route: route, params: res.Params, columns: res.Columns}
 		ss.stmtBytes += len(sql)
-		if conn.stmts == nil {
-			conn.stmts = map[connStmtKey]*connStmt{}
+		if err := conn.makeStmtRoom(); err != nil {
+			return ss.statementFailed(conn, err)
 		}
-		conn.useClock++
-		conn.stmts[connStmtKey{state: ss.stateKey(), sql: sql}] = &connStmt{id: res.StmtID, lastUse: conn.useClock}
+		conn.rememberStmt(connStmtKey{state: ss.stateKey(), sql: sql}, res.StmtID)
 	}
 	if res.Err != nil || res.Warnings > 0 {
 		// What the prepare raised is what SHOW WARNINGS shows next (and
