@@ -173,6 +173,10 @@ func (pi *procInfo) end(db string) {
 	pi.mu.Unlock()
 }
 
+// handshakeMaxPacket bounds a packet before login: a handshake response
+// with connection attributes (at most 64 KiB of them) and auth data.
+const handshakeMaxPacket = 128 << 10
+
 // NewConn implements mysqlserver.Handler: the session of an accepted
 // client connection.
 func (s *Server) NewConn(nc net.Conn, id uint32) mysqlserver.Conn {
@@ -195,7 +199,9 @@ func (s *Server) NewConn(nc net.Conn, id uint32) mysqlserver.Conn {
 		ctx:    ctx,
 		cancel: cancel,
 	}
-	ss.client.MaxPacket = s.cfg.MaxAllowedPacket
+	// Before login a client gets no more than a handshake needs; the
+	// command loop sets max_allowed_packet once it is logged in.
+	ss.client.MaxPacket = handshakeMaxPacket
 	ss.busy.Store(true)
 	return ss
 }

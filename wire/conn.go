@@ -132,19 +132,30 @@ func (c *Conn) readInto(buf []byte) ([]byte, error) {
 			_, _ = c.br.Discard(n)
 			return buf, nil
 		}
-		start := len(buf)
-		buf = grow(buf, n)
-		if _, err := io.ReadFull(c.br, buf[start:start+n]); err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
+		// The buffer grows with what arrives, not with what the header
+		// announces: a peer that announces 16 MiB and sends nothing
+		// costs a chunk, not 16 MiB.
+		for left := n; left > 0; {
+			chunk := min(left, max(readChunk, len(buf)))
+			start := len(buf)
+			buf = grow(buf, chunk)
+			if _, err := io.ReadFull(c.br, buf[start:start+chunk]); err != nil {
+				if err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return buf, err
 			}
-			return buf, err
+			left -= chunk
 		}
 		if n < MaxPacketPayload {
 			return buf, nil
 		}
 	}
 }
+
+// readChunk is the first step by which a packet's buffer grows while its
+// payload arrives; later steps double what was read.
+const readChunk = 64 << 10
 
 // grow extends b by n bytes, reallocating when needed.
 func grow(b []byte, n int) []byte {
