@@ -98,10 +98,17 @@ func ownerTables(t *testing.T) {
 // and n gateways.
 func startOwnerStack(t *testing.T, n int) *ownerStack {
 	t.Helper()
+	return startOwnerStackUsers(t, n, "")
+}
+
+// startOwnerStackUsers is startOwnerStack with more users (YAML list
+// items, each on a line of its own).
+func startOwnerStackUsers(t *testing.T, n int, users string) *ownerStack {
+	t.Helper()
 	ownerTables(t)
 	o := &ownerStack{bin: buildGateway(t), ownerAddr: freeAddr(t)}
 	o.config = filepath.Join(t.TempDir(), "gateway.yaml")
-	yaml := ownerYAML(o.ownerAddr)
+	yaml := strings.Replace(ownerYAML(o.ownerAddr), "clusters:\n", users+"clusters:\n", 1)
 	if err := writeFile(o.config, yaml); err != nil {
 		t.Fatal(err)
 	}

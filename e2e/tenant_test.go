@@ -217,3 +217,81 @@ func TestLocalInfileTimeout(t *testing.T) {
 		t.Fatalf("another client after the stalled one: %v", err)
 	}
 }
+
+// TestOwnerEnforcesUserGrants: two users with their own backend accounts,
+// each granted one database. Through the owner (which runs with the
+// cluster's account) neither reads, streams, inserts into or burns the
+// sequences of the other's database; INSERT ... SELECT into a message
+// table is refused; NEXT n VALUES is bounded.
+func TestOwnerEnforcesUserGrants(t *testing.T) {
+	root := rootDB(t)
+	for _, db := range []string{"og_a", "og_b"} {
+		mustExec(t, root,
+			"DROP DATABASE IF EXISTS "+db, "CREATE DATABASE "+db,
+			"CREATE TABLE "+db+".seq (id INT PRIMARY KEY, next_id BIGINT, cache BIGINT) COMMENT 'vitess_sequence'",
+			"INSERT INTO "+db+".seq VALUES (0, 1, 10)",
+			"CREATE TABLE "+db+".secrets (id BIGINT PRIMARY KEY, secret VARCHAR(64))",
+			"INSERT INTO "+db+".secrets VALUES (1, 'the secret of "+db+"')",
+			"CREATE TABLE "+db+`.msgs (
+				id BIGINT PRIMARY KEY, priority BIGINT NOT NULL DEFAULT 0, epoch BIGINT NOT NULL DEFAULT 0,
+				time_next BIGINT DEFAULT 0, time_acked BIGINT, body VARCHAR(64),
+				KEY next_idx (time_next), KEY ack_idx (time_acked)
+			) COMMENT 'vitess_message,vt_ack_wait=2,vt_purge_after=3600,vt_batch_size=20,vt_cache_size=5000,vt_poller_interval=0.2'`)
+	}
+	for _, u := range []struct{ name, db string }{{"og_alice", "og_a"}, {"og_bob", "og_b"}} {
+		for _, host := range []string{"%", "127.0.0.1", "localhost"} {
+			mustExec(t, root,
+				fmt.Sprintf("DROP USER IF EXISTS '%s'@'%s'", u.name, host),
+				fmt.Sprintf("CREATE USER '%s'@'%s' IDENTIFIED BY '%s-pw'", u.name, host, u.name),
+				fmt.Sprintf("GRANT ALL PRIVILEGES ON %s.* TO '%s'@'%s'", u.db, u.name, host))
+		}
+	}
+	st := startOwnerStackUsers(t, 1, "  - {user: alice, password: a, backend_user: og_alice, backend_password: og_alice-pw}\n"+
+		"  - {user: bob, password: b, backend_user: og_bob, backend_password: og_bob-pw}\n")
+	alice := open(t, fmt.Sprintf("alice:a@tcp(%s)/og_a?interpolateParams=true", st.gateways[0]))
+	bob := open(t, fmt.Sprintf("bob:b@tcp(%s)/og_b?interpolateParams=true", st.gateways[0]))
+	var v int64
+	if err := alice.QueryRow("SELECT NEXT VALUE FROM seq").Scan(&v); err != nil {
+		t.Fatalf("alice's own sequence: %v", err)
+	}
+	if err := bob.QueryRow("SELECT NEXT VALUE FROM og_b.seq").Scan(&v); err != nil {
+		t.Fatalf("bob's own sequence: %v", err)
+	}
+	denied := func(who string, err error) {
+		t.Helper()
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) || me.Number != 1142 {
+			t.Errorf("%s: %v, want error 1142 (the account lacks the privilege)", who, err)
+		}
+	}
+	denied("alice burns bob's sequence", alice.QueryRow("SELECT NEXT 1000 VALUES FROM og_b.seq").Scan(&v))
+	denied("bob burns alice's sequence", bob.QueryRow("SELECT NEXT VALUE FROM og_a.seq").Scan(&v))
+	_, err := alice.Exec("INSERT INTO og_b.msgs (id, body) VALUES (1, 'from alice')")
+	denied("alice inserts into bob's messages", err)
+	rows, err := alice.Query("STREAM * FROM og_b.msgs")
+	if err == nil {
+		rows.Close()
+	}
+	denied("alice streams bob's messages", err)
+	_, err = alice.Exec("INSERT INTO og_a.msgs (id, body) SELECT id, secret FROM og_b.secrets")
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 1235 {
+		t.Errorf("alice: INSERT ... SELECT of bob's secrets into her messages: %v, want error 1235", err)
+	}
+	var n int
+	if err := root.QueryRow("SELECT COUNT(*) FROM og_a.msgs WHERE body LIKE 'the secret%'").Scan(&n); err != nil || n != 0 {
+		t.Errorf("bob's secrets in alice's messages: %d (%v)", n, err)
+	}
+	err = alice.QueryRow("SELECT NEXT 9223372036854000000 VALUES FROM og_a.seq").Scan(&v)
+	if !errors.As(err, &me) || me.Number != 1210 {
+		t.Errorf("NEXT 9223372036854000000 VALUES: %v, want error 1210 (bounded by cache × 1000)", err)
+	}
+	var next int64
+	if err := root.QueryRow("SELECT next_id FROM og_b.seq").Scan(&next); err != nil || next > 100 {
+		t.Errorf("bob's sequence next_id %d (%v): burnt", next, err)
+	}
+	// Alice may write her own messages.
+	if _, err := alice.Exec("INSERT INTO og_a.msgs (id, body) VALUES (7, 'hello')"); err != nil {
+		t.Errorf("alice inserts into her own messages: %v", err)
+	}
+}

@@ -192,8 +192,14 @@ func (f *Forwarder) acquire(db string) (*pools.Lease[*conn], error) {
 		return nil, &OwnerError{Cluster: f.cfg.Cluster, Addr: f.cfg.Addr, Err: err}
 	}
 	c := l.Conn()
-	if db != "" && c.db != db {
-		if _, err := c.SimpleCommand(append([]byte{wire.ComInitDB}, db...)); err != nil {
+	if c.db != db {
+		// The session's database travels with every request: an
+		// unqualified name must not resolve in the previous session's.
+		cmd := append([]byte{wire.ComInitDB}, db...)
+		if db == "" {
+			cmd = []byte{wire.ComResetConnection} // back to no database
+		}
+		if _, err := c.SimpleCommand(cmd); err != nil {
 			var sqlErr *wire.SQLError
 			if errors.As(err, &sqlErr) {
 				l.Release()

@@ -64,7 +64,9 @@ type Server struct {
 	guard  *addrGuard
 	logins *mysqlserver.LoginThrottle
 	// shares are the users' max_pool_share semaphores.
-	shares    poolShares
+	shares poolShares
+	// grants remembers the privilege checks of owner statements.
+	grants    grantCache
 	closeOnce sync.Once
 }
 

@@ -433,8 +433,14 @@ func (ss *Session) comQuery(p []byte) error {
 	}
 	switch or, ai := ss.routeOwner(route); or {
 	case ownerForward:
+		if handled, err := ss.checkOwnerGrants(route, sql); handled {
+			return err
+		}
 		return ss.forwardOwner(p)
 	case ownerStream:
+		if handled, err := ss.checkOwnerGrants(route, sql); handled {
+			return err
+		}
 		return ss.streamOwner(p)
 	case ownerAutoIncrement:
 		return ss.autoIncrementInsert(sql, route, ai)

@@ -72,6 +72,10 @@ func (s *sequence) nextValues(ctx context.Context, gen uint64, store blockStore,
 	return v, nil
 }
 
+// maxNextBlocks bounds NEXT n VALUES: n is at most the sequence's cache
+// times this.
+const maxNextBlocks = 1000
+
 // planBlock computes the block after a reservation that read nextID and
 // cache from the table, for a request of n values while memory holds
 // [next, last) (valid false: nothing trusted in memory). It returns the
@@ -85,6 +89,10 @@ func (s *sequence) nextValues(ctx context.Context, gen uint64, store blockStore,
 func planBlock(valid bool, next, last, nextID, cache, n int64) (int64, int64, error) {
 	if cache < 1 {
 		return 0, 0, wire.NewError(1105, "HY000", "the cache column of the sequence row is %d; it must be at least 1", cache)
+	}
+	if cache <= math.MaxInt64/maxNextBlocks && n > cache*maxNextBlocks {
+		// One statement must not burn the sequence.
+		return 0, 0, wire.NewError(1210, "HY000", "Incorrect arguments to NEXT VALUES: %d values at once is more than %d, the sequence's cache (%d) times %d; ask for fewer", n, cache*maxNextBlocks, cache, maxNextBlocks)
 	}
 	switch {
 	case !valid:

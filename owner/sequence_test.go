@@ -58,7 +58,8 @@ func TestPlanBlock(t *testing.T) {
 		{name: "bad cache", nextID: 1, cache: 0, n: 1, wantErr: true},
 		{name: "exhausted", nextID: math.MaxInt64 - 5, cache: 10, n: 1, wantErr: true},
 		{name: "n too large", nextID: 1, cache: 10, n: math.MaxInt64, wantErr: true},
-		{name: "big n, cache 1", nextID: 1, cache: 1, n: 1e12, wantNext: 1, wantLast: 1e12 + 1},
+		{name: "n at the bound (cache × 1000)", nextID: 1, cache: 10, n: 10000, wantNext: 1, wantLast: 10001},
+		{name: "n past the bound burns nothing", nextID: 1, cache: 1, n: 1e12, wantErr: true},
 	} {
 		next, last, err := planBlock(tc.valid, tc.next, tc.last, tc.nextID, tc.cache, tc.n)
 		if (err != nil) != tc.wantErr || err == nil && (next != tc.wantNext || last != tc.wantLast) {

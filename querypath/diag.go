@@ -462,3 +462,26 @@ func BatchUsesTables(sql string, noBackslash bool) bool {
 		pos = st.next
 	}
 }
+
+// ReadsOtherTables reports whether sql, an INSERT or UPDATE of one table,
+// may read rows of other tables: it holds SELECT, TABLE or WITH anywhere
+// (INSERT ... SELECT, a subquery in VALUES or SET, a CTE), or holds more
+// than one statement. The gateway forwards only statements that do not
+// to the owner, which runs them with the cluster's account.
+func ReadsOtherTables(sql string, noBackslash bool) bool {
+	l := lexer{s: sql, noBackslash: noBackslash}
+	ended := false // a ';' ended a statement
+	for {
+		t := l.next()
+		switch {
+		case t.kind == tkEOF:
+			return false
+		case isPunct(t, ';'):
+			ended = true
+		case ended:
+			return true // another statement
+		case t.kind == tkIdent && (l.is(t, "SELECT") || l.is(t, "TABLE") || l.is(t, "WITH")):
+			return true
+		}
+	}
+}

@@ -167,3 +167,20 @@ func TestBatchUsesTables(t *testing.T) {
 		}
 	}
 }
+
+func TestReadsOtherTables(t *testing.T) {
+	for sql, want := range map[string]bool{
+		"INSERT INTO msgs (id, message) VALUES (1, 'select me')":          false,
+		"INSERT INTO msgs (id, message) SELECT id, secret FROM o.secrets": true,
+		"INSERT INTO msgs (id, message) VALUES ((SELECT 1), 'x')":         true,
+		"UPDATE msgs SET time_acked = 1 WHERE id IN (1, 2)":               false,
+		"UPDATE msgs SET time_acked = 1 WHERE id IN (SELECT id FROM o.t)": true,
+		"INSERT INTO msgs TABLE o.t":                                      true,
+		"WITH x AS (SELECT 1) INSERT INTO msgs SELECT * FROM x":           true,
+		"INSERT INTO `select` (id) VALUES (1)":                            false,
+	} {
+		if got := ReadsOtherTables(sql, false); got != want {
+			t.Errorf("ReadsOtherTables(%q) = %v, want %v", sql, got, want)
+		}
+	}
+}
