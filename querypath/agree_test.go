@@ -202,7 +202,10 @@ func astShowKind(show *sqlparser.Show) (k Kind, known bool) {
 		switch n.Command {
 		case sqlparser.Warnings, sqlparser.Errors:
 			return KindShowWarnings, true
-		case sqlparser.ProcessList, sqlparser.StatusGlobal, sqlparser.StatusSession,
+		case sqlparser.ProcessList:
+			// The gateway's sessions, answered by the gateway.
+			return KindGatewayShow, true
+		case sqlparser.StatusGlobal, sqlparser.StatusSession,
 			sqlparser.OpenTable, sqlparser.Profiles:
 			return KindOther, true
 		case sqlparser.UnknownCommandType:
