@@ -294,4 +294,18 @@ func TestOwnerEnforcesUserGrants(t *testing.T) {
 	if _, err := alice.Exec("INSERT INTO og_a.msgs (id, body) VALUES (7, 'hello')"); err != nil {
 		t.Errorf("alice inserts into her own messages: %v", err)
 	}
+	// Inside a transaction (the session holds its connection) the checks
+	// run on that connection.
+	ctx := context.Background()
+	conn, err := alice.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	mustExecConn(t, ctx, conn, "BEGIN", "INSERT INTO og_a.secrets VALUES (2, 'in a transaction')")
+	if err := conn.QueryRowContext(ctx, "SELECT NEXT VALUE FROM og_a.seq").Scan(&v); err != nil {
+		t.Errorf("alice's own sequence inside a transaction: %v", err)
+	}
+	denied("alice burns bob's sequence inside a transaction", conn.QueryRowContext(ctx, "SELECT NEXT 5 VALUES FROM og_b.seq").Scan(&v))
+	mustExecConn(t, ctx, conn, "ROLLBACK")
 }

@@ -112,6 +112,27 @@ func (ss *Session) checkOwnerGrants(route querypath.Route, sql string) (handled 
 	if len(todo) == 0 {
 		return false, nil
 	}
+	if ss.lease != nil && ss.leaseRole == rolePrimary {
+		// The session holds a connection of its account (its pool may
+		// have no other): probe there, after keeping what its last
+		// statement left (a prepare would replace the warnings).
+		conn := ss.lease.Conn()
+		if err := ss.captureDiag(conn); err != nil {
+			ss.backendBroke(conn, err)
+			return true, ss.writeErr(toClientError(backendLost(conn.addr, err)))
+		}
+		err := ss.runGrantProbes(conn, todo, now)
+		var sqlErr *wire.SQLError
+		switch {
+		case errors.As(err, &sqlErr):
+			ss.log.Info("owner statement refused: the user's account lacks the privilege", "user", ss.user.User, "table", table)
+			return true, ss.writeErr(sqlErr)
+		case err != nil:
+			ss.backendBroke(conn, err)
+			return true, ss.writeErr(toClientError(backendLost(conn.addr, err)))
+		}
+		return false, nil
+	}
 	be, err := ss.primaryBackend(ss.srv.health.Snapshot(), ss.cluster.conf.Load(), "", false)
 	if err != nil {
 		return true, ss.writeErr(toClientError(err))
@@ -128,18 +149,7 @@ func (ss *Session) checkOwnerGrants(route querypath.Route, sql string) (handled 
 	if err != nil {
 		return true, ss.writeErr(toClientError(err))
 	}
-	conn := l.Conn()
-	for _, probe := range todo {
-		var id uint32
-		id, _, _, err = conn.Prepare(probe)
-		if err == nil {
-			err = conn.SendNoReply(wire.AppendStmtCommand(nil, wire.ComStmtClose, id))
-		}
-		if err != nil {
-			break
-		}
-		ss.srv.grants.remember(grantKey{ss.user.BackendUser, probe}, now)
-	}
+	err = ss.runGrantProbes(l.Conn(), todo, now)
 	var sqlErr *wire.SQLError
 	if errors.As(err, &sqlErr) {
 		l.Release()
@@ -150,4 +160,20 @@ func (ss *Session) checkOwnerGrants(route querypath.Route, sql string) (handled 
 		return true, ss.writeErr(toClientError(backendLost(be.addr, err)))
 	}
 	return false, nil
+}
+
+// runGrantProbes prepares and closes each probe on conn, remembering those
+// that passed; the first refusal (a *wire.SQLError) or failure ends it.
+func (ss *Session) runGrantProbes(conn *backendConn, probes []string, now time.Time) error {
+	for _, probe := range probes {
+		id, _, _, err := conn.Prepare(probe)
+		if err == nil {
+			err = conn.SendNoReply(wire.AppendStmtCommand(nil, wire.ComStmtClose, id))
+		}
+		if err != nil {
+			return err
+		}
+		ss.srv.grants.remember(grantKey{ss.user.BackendUser, probe}, now)
+	}
+	return nil
 }
