@@ -4,10 +4,18 @@
 // database, session variables, pinned backend connection, transaction).
 //
 // Concurrency contract: each client connection is served by exactly one
-// goroutine, which runs the handshake and then reads and answers commands
-// one at a time. A Session is touched only by that goroutine, so its state
-// needs no lock; the Server reads a session's few shared fields (busy,
-// connection) atomically for shutdown.
+// goroutine (internal/mysqlserver runs it), which runs the handshake and
+// then reads and answers commands one at a time. A Session is touched only
+// by that goroutine, so its state needs no lock, except its sessionView:
+// what shutdown, KILL from other sessions, SHOW PROCESSLIST and the status
+// page read, each field atomic or under its own mutex (killMu orders a
+// kill before the session lets its statement's connection go; proc.mu
+// guards its processlist line).
+//
+// A Session is in parts, each in its own file: clientSide (session.go),
+// replayState (state.go), routeState (route.go), leaseState (pins.go),
+// preparedStmts (stmt.go), sessionView (session.go), diagnostics
+// (diag.go).
 //
 // The query path: read the command packet, classify it (querypath), take
 // the session's pinned backend connection or one from the primary's pool
