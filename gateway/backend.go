@@ -67,6 +67,10 @@ type backendConn struct {
 	// (login or reset): its session defaults are the server's globals of
 	// then.
 	globals uint64
+	// warnListed says the connection's warning list may hold conditions
+	// (a statement raised some, whoever ran it; a statement without
+	// tables keeps the list). False after a reset.
+	warnListed bool
 	// discard is set when the connection must be closed rather than
 	// reset when its session lets it go: it ran XA statements (see
 	// querypath.PinXA).
@@ -639,6 +643,7 @@ func (bc *backendConn) Close() error {
 func (bc *backendConn) forgetSession(db string) {
 	bc.vars = map[string]string{"names": "\x00unknown"}
 	bc.forgetStmts()
+	bc.warnListed = false
 	bc.db = db
 	bc.dirty = false
 	bc.syncedState = 0

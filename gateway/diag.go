@@ -174,6 +174,9 @@ func (ss *Session) captureDiag(conn *backendConn) error {
 			vals[i] = append(vals[i][:0], row[i]...)
 		}
 	})
+	if err == nil && (parseUint(vals[2]) > 0 || parseUint(vals[3]) > 0) {
+		conn.warnListed = true
+	}
 	if err == nil && want&diagWarnings != 0 {
 		d.setWarnings(parseUint(vals[2]), parseUint(vals[3]))
 		if d.warnCount > 0 || d.errCount > 0 {

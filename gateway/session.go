@@ -570,6 +570,9 @@ func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind)
 	res, err := ss.relay.Run(ss.client, conn.Conn, kind)
 	ss.watch.Stop()
 	ss.endInFlight()
+	if res.Warnings > 0 || res.Err != nil {
+		conn.warnListed = true
+	}
 	return res, err
 }
 
@@ -864,6 +867,22 @@ func copyVars(m map[string]string) map[string]string {
 // connection that holds another session's (once per lease: then the
 // connection holds the session's truth).
 func (ss *Session) prepareStatement(conn *backendConn, route querypath.Route, sql []byte, pinned bool) error {
+	if conn.warnListed && ss.diag.onConn&diagWarnings == 0 && (route.MultiStatement || isCall(sql)) {
+		// The connection holds warnings that are not the session's (its
+		// last user's), and the server decides what this statement
+		// leaves: one without tables (a CALL of a procedure that only
+		// sets variables) would report them as the session's. A
+		// statement that uses a table and raises nothing empties the
+		// list; EXPLAIN leaves FOUND_ROWS() as it is (checked on 10.11).
+		if err := conn.QueryRows("EXPLAIN SELECT 1 FROM information_schema.ENGINES", func([][]byte) {}); err != nil {
+			var sqlErr *wire.SQLError
+			if !errors.As(err, &sqlErr) {
+				ss.dropLease()
+				return backendLost(conn.addr, err)
+			}
+		}
+		conn.warnListed = false
+	}
 	var stmt string
 	switch {
 	case !ss.insertIDSynced && usesInsertID(route, sql):
