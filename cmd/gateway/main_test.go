@@ -40,3 +40,15 @@ func TestServeRejectsBadConfig(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 }
+
+// The HTTP endpoints show every user's sessions: serve refuses an
+// http_listen other machines reach without a token, flag or file.
+func TestServeRefusesOpenHTTPWithoutToken(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gateway.yaml")
+	os.WriteFile(path, []byte("users: [{user: a}]\nclusters: [{name: m, backend_user: g, backends: ['127.0.0.1:1']}]\n"), 0o600)
+	var out, errb bytes.Buffer
+	if code := run([]string{"serve", "--config", path, "--http-listen", "0.0.0.0:0"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "http.token") {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+}
