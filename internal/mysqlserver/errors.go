@@ -24,7 +24,6 @@ const (
 	ErMalformedPacket   = 1835 // ER_MALFORMED_PACKET
 	ErUnknownError      = 1105 // ER_UNKNOWN_ERROR
 	ErNotSupportedYet   = 1235 // ER_NOT_SUPPORTED_YET
-	ErHandshake         = 1043 // ER_HANDSHAKE_ERROR
 )
 
 // ErrShuttingDown is the error of a statement that arrives, or waits,
@@ -55,10 +54,10 @@ func ShutdownError() *wire.SQLError {
 }
 
 // ClientError maps the errors every front end of this project shares to
-// what the client sees, and reports false for others (the caller maps
-// its own, then falls back to UnknownError): a server's *wire.SQLError
+// what the client sees, and reports false for others: a server's
+// *wire.SQLError
 // unchanged, a NoPrimaryError as 1429, a shutdown (ErrShuttingDown, a
-// cancelled context) as 1053.
+// cancelled context) as 1053. Callers map their own errors first.
 func ClientError(err error) (*wire.SQLError, bool) {
 	var sqlErr *wire.SQLError
 	var noPrimary *NoPrimaryError
@@ -71,10 +70,4 @@ func ClientError(err error) (*wire.SQLError, bool) {
 		return ShutdownError(), true
 	}
 	return nil, false
-}
-
-// UnknownError is the last resort of an error mapper: 1105 with err's
-// text.
-func UnknownError(err error) *wire.SQLError {
-	return wire.NewError(ErUnknownError, "HY000", "%v", err)
 }
