@@ -55,9 +55,9 @@ func ShutdownError() *wire.SQLError {
 
 // ClientError maps the errors every front end of this project shares to
 // what the client sees, and reports false for others: a server's
-// *wire.SQLError
-// unchanged, a NoPrimaryError as 1429, a shutdown (ErrShuttingDown, a
-// cancelled context) as 1053. Callers map their own errors first.
+// *wire.SQLError unchanged, a NoPrimaryError as 1429, a shutdown
+// (ErrShuttingDown, a cancelled context) as 1053. Callers map their own
+// errors first.
 func ClientError(err error) (*wire.SQLError, bool) {
 	var sqlErr *wire.SQLError
 	var noPrimary *NoPrimaryError
