@@ -215,7 +215,7 @@ func (ss *Session) runLocal(route querypath.Route) (handled bool, err error) {
 	if route.Kind != querypath.KindKill && route.Kind != querypath.KindGatewayShow {
 		return false, nil
 	}
-	start := time.Now() // only local statements pay for this clock read
+	start := ss.now
 	if route.Kind == querypath.KindKill {
 		// A KILL that succeeds leaves ROW_COUNT() at 0 (an error, written
 		// with writeErr, leaves -1) and, using no table, the warnings.

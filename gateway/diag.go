@@ -257,7 +257,7 @@ func (ss *Session) answerDiag(sql string, route querypath.Route) (handled bool, 
 			return true, ss.writeErr(toClientError(backendLost(conn.addr, err)))
 		}
 	}
-	sp := startStatement()
+	sp := startStatement(ss.now)
 	sp.route, sp.outcome = routeLocal, outcomeOK
 	defer ss.srv.metrics.endStatement(&sp)
 	ss.srv.metrics.diagAnswer()

@@ -279,8 +279,8 @@ type stmtSpan struct {
 }
 
 // startStatement starts measuring a statement.
-func startStatement() stmtSpan {
-	return stmtSpan{start: time.Now(), route: routePrimary, outcome: outcomeFailed}
+func startStatement(start time.Time) stmtSpan {
+	return stmtSpan{start: start, route: routePrimary, outcome: outcomeFailed}
 }
 
 // served records the backend's answer (or the relay's failure) on a

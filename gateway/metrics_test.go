@@ -306,7 +306,7 @@ func TestMetricsMove(t *testing.T) {
 	// A span measured the way run does it: served on a replica, then a
 	// retry that failed on the primary.
 	func() {
-		sp := startStatement()
+		sp := startStatement(time.Now())
 		defer m.endStatement(&sp)
 		sp.served(roleReplica, wire.Result{}, nil)
 		sp.failed(wire.NewError(1049, "42000", "Unknown database"))
@@ -427,7 +427,7 @@ func TestMetricsNil(t *testing.T) {
 	m.clientRejected(rejectAuth)
 	m.clientClosed()
 	m.ownerForward(nil)
-	sp := startStatement()
+	sp := startStatement(time.Now())
 	m.endStatement(&sp)
 }
 
@@ -473,7 +473,7 @@ func TestStatementMetricsAllocateNothing(t *testing.T) {
 //
 //go:noinline
 func measuredStatement(m *metrics) {
-	sp := startStatement()
+	sp := startStatement(time.Now())
 	defer m.endStatement(&sp)
 	sp.served(rolePrimary, wire.Result{}, nil)
 }

@@ -75,7 +75,7 @@ func (ss *Session) noOwner() *wire.SQLError {
 // session's backend connection and pins are untouched: a session in a
 // transaction gets its answer, with its own transaction status.
 func (ss *Session) forwardOwner(p []byte) error {
-	sp := startStatement()
+	sp := startStatement(ss.now)
 	sp.route = routeOwner
 	defer ss.srv.metrics.endStatement(&sp)
 	fwd := ss.cluster.fwd

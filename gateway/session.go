@@ -43,8 +43,9 @@ type Session struct {
 	log     hclog.Logger
 	user    config.User
 	cluster *cluster
-	// now is when the current statement arrived (read once, for its
-	// metrics), for the idle check of a pooled connection.
+	// now is when the current command arrived (read once, in dispatch):
+	// the start of its metrics span, its SHOW PROCESSLIST time and the
+	// idle check of a pooled connection.
 	now time.Time
 	// ctx ends with the session, or when ForceClose cuts it: every wait
 	// of the session (pool acquires, the wait for a primary, a causal
@@ -347,7 +348,10 @@ func (ss *Session) holdLastResult() error {
 
 // dispatch answers one command. A returned error ends the session.
 func (ss *Session) dispatch(p []byte) error {
-	ss.proc.begin(p, ss.db, time.Now())
+	// One clock read per command: its metrics, the idle check of a pooled
+	// connection and SHOW PROCESSLIST all take it.
+	ss.now = time.Now()
+	ss.proc.begin(p, ss.db, ss.now)
 	err := ss.dispatchCommand(p)
 	ss.proc.end(ss.db)
 	return err
@@ -483,9 +487,8 @@ func (ss *Session) useTarget(db string, t target) error {
 // primary refuses as read-only (1290) waits for the new primary and is
 // retried there once.
 func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) error {
-	sp := startStatement()
+	sp := startStatement(ss.now)
 	defer ss.srv.metrics.endStatement(&sp)
-	ss.now = sp.start
 	var sql []byte
 	if p[0] == wire.ComQuery {
 		sql = p[1:]

@@ -20,9 +20,8 @@ const maxStatusRows = 5000
 // the backend's describe the gateway's connection to it. The answer is
 // small and kept whole to be rewritten.
 func (ss *Session) showSessionStatus(p []byte, route querypath.Route) error {
-	sp := startStatement()
+	sp := startStatement(ss.now)
 	defer ss.srv.metrics.endStatement(&sp)
-	ss.now = sp.start
 	conn, err := ss.backend(route, "", false)
 	if err != nil {
 		sp.failed(err)

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"errors"
-	"time"
 	"unsafe"
 
 	"github.com/directgate/directgate/internal/mysqlserver"
@@ -216,7 +215,6 @@ func (ss *Session) comStmtPrepare(p []byte) error {
 	}
 	// Prepared where the statement will run: a read may be prepared on a
 	// replica (the metadata is the same).
-	ss.now = time.Now()
 	conn, err := ss.backend(route, "", false)
 	if err != nil {
 		return ss.writeErr(toClientError(err))
@@ -340,9 +338,8 @@ func (ss *Session) comStmtExecute(p []byte) error {
 	if flags&0x0f != 0 {
 		route.Kind = querypath.KindOther // a cursor pins: not on a replica
 	}
-	sp := startStatement()
+	sp := startStatement(ss.now)
 	defer ss.srv.metrics.endStatement(&sp)
-	ss.now = sp.start
 	sql := unsafe.Slice(unsafe.StringData(st.sql), len(st.sql))
 	var rt retry
 	for {
