@@ -148,6 +148,23 @@ func (d *diagnostics) afterStatement(sql []byte, route querypath.Route, res wire
 	}
 }
 
+// afterPrepare records what a COM_STMT_PREPARE of sql left. What it raised
+// is what SHOW WARNINGS shows next (and ROW_COUNT() is -1 after an error):
+// read before release. One that raised nothing empties the warning list
+// when the statement uses a table, as MariaDB does, and keeps it
+// otherwise.
+func (d *diagnostics) afterPrepare(sql string, res wire.Result) {
+	switch {
+	case res.Err != nil || res.Warnings > 0:
+		d.onConn |= diagWarnings
+		if res.Err != nil {
+			d.rowCount, d.onConn = -1, d.onConn&^diagRowCount
+		}
+	case d.onConn&diagWarnings == 0 && (d.warnCount > 0 || d.errCount > 0) && querypath.StatementDiag(sql).UsesTables:
+		d.setWarnings(0, 0)
+	}
+}
+
 // keepsFoundRows reports what the route alone tells: transaction control
 // and USE leave FOUND_ROWS() alone.
 func keepsFoundRows(route querypath.Route) bool {

@@ -244,14 +244,7 @@ func (ss *Session) comStmtPrepare(p []byte) error {
 		}
 		conn.rememberStmt(connStmtKey{state: ss.stateKey(), sql: sql}, res.StmtID)
 	}
-	if res.Err != nil || res.Warnings > 0 {
-		// What the prepare raised is what SHOW WARNINGS shows next (and
-		// ROW_COUNT() is -1 after an error): read before release.
-		ss.diag.onConn |= diagWarnings
-		if res.Err != nil {
-			ss.diag.rowCount, ss.diag.onConn = -1, ss.diag.onConn&^diagRowCount
-		}
-	}
+	ss.diag.afterPrepare(sql, res)
 	ss.finishCommand()
 	return nil
 }
