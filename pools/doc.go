@@ -13,16 +13,21 @@
 // idle connection is used in turn and load spreads over all of them. Callers
 // that find the queue empty wait in arrival order.
 //
-// # Construction and accounting
+// # Accounting
 //
-// github.com/jackc/puddle/v2 constructs, destroys and counts the
-// connections. puddle keeps its own idle set as a stack (last in, first
-// out), which is the opposite of what we want, so the pool never releases a
-// connection to puddle: from puddle's point of view every live connection
-// stays acquired, and the idle queue is ours (a buffered channel). The pool
-// asks puddle for a resource only when its own counters say there is room
-// for a new connection, and gives connections back to puddle only to
-// destroy them.
+// The pool keeps one set of books, under one mutex: the connections open
+// and the dials in flight, against a size and a MinIdle that Resize may
+// change at any time (a configuration reload, or a share of a budget that
+// moves). A dial starts only after it has reserved its place in those
+// books, so the pool never holds more than its size, and a destroyed
+// connection frees its place at once (its close runs in the background).
+//
+// Earlier versions built on github.com/jackc/puddle/v2 and kept these
+// books next to puddle's. puddle fixes its maximum size at construction,
+// keeps idle resources as a stack (last in, first out: the opposite of
+// round robin) and holds a destroyed resource's slot until its close ends;
+// the pool used none of that and read none of puddle's counters, so it was
+// dropped rather than kept as a second set of books.
 //
 // # Dialing
 //

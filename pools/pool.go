@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/jackc/puddle/v2"
 )
 
 // Conn is what a pool holds: a live connection it can close.
@@ -38,7 +37,7 @@ const (
 
 const (
 	// minSizeLimit is the least upper bound New fixes for Resize: the idle
-	// queue and puddle's MaxSize are sized once, to max(Size, minSizeLimit).
+	// queue is sized once, to max(Size, minSizeLimit).
 	minSizeLimit = 1024
 	// The maintenance loop runs every min(IdleTimeout/2, MaxLifetime/4),
 	// clamped to [minCheckInterval, maxCheckInterval].
@@ -172,9 +171,7 @@ type Pool[T Conn] struct {
 	maxLifetimeNs    atomic.Int64 // 0: never
 	acquireTimeoutNs atomic.Int64
 	dialTimeoutNs    atomic.Int64
-	limit            int // upper bound of size; cap(idle) and puddle's MaxSize
-
-	pp *puddle.Pool[*Lease[T]]
+	limit            int // upper bound of size; cap(idle)
 
 	// idle is the FIFO of idle connections. Its capacity is limit, which is
 	// never below open, so a send never blocks. Receivers blocked on it are
@@ -202,13 +199,14 @@ type Pool[T Conn] struct {
 	// wg counts the maintenance goroutine and the dial goroutines. Add is
 	// called under mu while closed is false.
 	wg sync.WaitGroup
+	// closing counts the goroutines closing destroyed connections.
+	closing sync.WaitGroup
 
 	mu          sync.Mutex
 	size        int  // max open + dialing
 	minIdle     int  // keep at least this many open + dialing
 	open        int  // established connections: idle, in use, or in hand
 	dialing     int  // dials in flight
-	ppClosed    bool // puddle's Close has been called
 	dialFailing bool // the last dial failed (to log state changes only)
 
 	waits           atomic.Int64
@@ -226,7 +224,6 @@ type Pool[T Conn] struct {
 // would act on someone else's lease.
 type Lease[T Conn] struct {
 	p       *Pool[T]
-	res     *puddle.Resource[*Lease[T]]
 	conn    T
 	created time.Time
 	expires time.Time // zero: never
@@ -265,15 +262,6 @@ func New[T Conn](cfg Config[T]) (*Pool[T], error) {
 	}
 	p.storeTimeouts(cfg)
 	p.baseCtx, p.cancelBase = context.WithCancel(context.Background())
-	p.pp, err = puddle.NewPool(&puddle.Config[*Lease[T]]{
-		Constructor: p.construct,
-		Destructor:  p.destruct,
-		MaxSize:     int32(limit),
-	})
-	if err != nil {
-		p.cancelBase()
-		return nil, fmt.Errorf("pools: pool %s: %w", cfg.Name, err)
-	}
 	p.wg.Add(1)
 	p.spawn("maintenance", p.maintain)
 	return p, nil
@@ -447,12 +435,7 @@ func (p *Pool[T]) startDial(ctx context.Context) chan error {
 // result, when not nil, gets the outcome.
 func (p *Pool[T]) dialOne(ctx context.Context, result chan<- error) {
 	p.dials.Add(1)
-	// puddle never waits here: our counters keep its resources below its
-	// MaxSize, except while puddle finishes destroying a connection we have
-	// already stopped counting. ctx is never cancelled, so puddle's own
-	// construction goroutine never gives up on the resource and never puts
-	// it in puddle's idle stack.
-	res, err := p.pp.Acquire(ctx)
+	l, err := p.construct(ctx)
 	if err != nil {
 		p.dialErrors.Add(1)
 		p.mu.Lock()
@@ -471,8 +454,6 @@ func (p *Pool[T]) dialOne(ctx context.Context, result chan<- error) {
 		}
 		return
 	}
-	l := res.Value()
-	l.res = res
 	p.mu.Lock()
 	p.dialing--
 	p.open++
@@ -493,12 +474,11 @@ func (p *Pool[T]) dialOne(ctx context.Context, result chan<- error) {
 	}
 }
 
-// construct is puddle's Constructor. puddle passes a context with the
-// values of ours and the cancellation of its own (cancelled only by
-// puddle's Close); we replace the cancellation with DialTimeout and the
-// pool's Close.
-func (p *Pool[T]) construct(pctx context.Context) (l *Lease[T], err error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(pctx), p.dialTimeout())
+// construct dials one connection. vctx carries the values of the Acquire
+// caller's context and no cancellation; the dial's context ends after
+// DialTimeout or when the pool closes.
+func (p *Pool[T]) construct(vctx context.Context) (l *Lease[T], err error) {
+	ctx, cancel := context.WithTimeout(vctx, p.dialTimeout())
 	defer cancel()
 	stop := context.AfterFunc(p.baseCtx, cancel)
 	defer stop()
@@ -521,9 +501,10 @@ func (p *Pool[T]) construct(pctx context.Context) (l *Lease[T], err error) {
 	return l, nil
 }
 
-// destruct is puddle's Destructor; puddle runs it in a goroutine of its
-// own.
+// destruct closes l's connection; finishDestroy runs it in a goroutine of
+// its own, counted by closing.
 func (p *Pool[T]) destruct(l *Lease[T]) {
+	defer p.closing.Done()
 	defer func() {
 		if r := recover(); r != nil {
 			p.log.Error("close panicked", "panic", r)
@@ -620,7 +601,7 @@ func (p *Pool[T]) drainIdle() {
 	}
 }
 
-// destroy stops counting l and has puddle close it.
+// destroy stops counting l and closes it in the background.
 func (p *Pool[T]) destroy(l *Lease[T]) {
 	p.mu.Lock()
 	p.finishDestroy(l)
@@ -649,17 +630,15 @@ func (p *Pool[T]) finishDestroy(l *Lease[T]) {
 	p.open--
 	p.setExcessLocked()
 	below := p.open+p.dialing < p.minIdle
-	closePP := p.closed.Load() && p.open == 0 && p.dialing == 0 && !p.ppClosed
-	if closePP {
-		p.ppClosed = true
-	}
+	last := p.closed.Load() && p.open == 0 && p.dialing == 0
+	p.closing.Add(1)
 	p.mu.Unlock()
 	p.destroyed.Add(1)
-	l.res.Destroy() // puddle closes the connection in a goroutine of its own
-	if closePP {
-		// The last connection of a closed pool: wait for puddle to finish
-		// closing connections.
-		p.pp.Close()
+	go p.destruct(l)
+	if last {
+		// The last connection of a closed pool: wait for every close to
+		// finish.
+		p.closing.Wait()
 		return
 	}
 	p.signalRoom()
@@ -876,13 +855,10 @@ func (p *Pool[T]) Close() {
 	p.drainIdle()
 
 	p.mu.Lock()
-	closePP := p.open == 0 && p.dialing == 0 && !p.ppClosed
-	if closePP {
-		p.ppClosed = true
-	}
+	last := p.open == 0 && p.dialing == 0
 	p.mu.Unlock()
-	if closePP {
-		p.pp.Close()
+	if last {
+		p.closing.Wait()
 	}
 	p.log.Debug("pool closed")
 	close(p.done)

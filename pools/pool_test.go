@@ -841,3 +841,18 @@ func TestSetTimeouts(t *testing.T) {
 	}
 	held.Release()
 }
+
+// TestCloseWaitsForCloses checks that connections are closed (in the
+// background, as they are destroyed) by the time Close returns when none
+// is leased.
+func TestCloseWaitsForCloses(t *testing.T) {
+	d := &dialer{}
+	p := newPool(t, d, func(c *Config[*fakeConn]) { c.MinIdle = 3 })
+	eventually(t, "warm", func() bool { return p.Stat().Idle == 3 })
+	l := mustAcquire(t, p)
+	l.Destroy()
+	p.Close()
+	if n := d.openCount(); n != 0 {
+		t.Errorf("%d connections still open after Close", n)
+	}
+}
