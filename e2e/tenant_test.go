@@ -43,6 +43,19 @@ func processRows(t *testing.T, db interface {
 	return out
 }
 
+// oneConn opens one connection to dsn, closed when the test ends.
+func oneConn(t *testing.T, dsn string) *sql.Conn {
+	t.Helper()
+	db := open(t, dsn)
+	db.SetMaxOpenConns(1)
+	c, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // TestTenantIsolation is the issue's reproduction: alice (app) runs a
 // slow statement; bob (nopass), on the same backend account, sees only
 // his own sessions, gets 1095 for every KILL form, and alice's statement
@@ -55,13 +68,7 @@ func TestTenantIsolation(t *testing.T) {
 	if err := alice.WriteCommand(append([]byte{0x03}, "SELECT 'alice secret query', SLEEP(3)"...)); err != nil {
 		t.Fatal(err)
 	}
-	bobDB := open(t, shared.gwDSN("nopass", "", "", nil))
-	bobDB.SetMaxOpenConns(1)
-	bob, err := bobDB.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bob.Close()
+	bob := oneConn(t, shared.gwDSN("nopass", "", "", nil))
 	var bobID int64
 	for i := 0; i < 3; i++ {
 		var id int64
@@ -308,4 +315,98 @@ func TestOwnerEnforcesUserGrants(t *testing.T) {
 	}
 	denied("alice burns bob's sequence inside a transaction", conn.QueryRowContext(ctx, "SELECT NEXT 5 VALUES FROM og_b.seq").Scan(&v))
 	mustExecConn(t, ctx, conn, "ROLLBACK")
+}
+
+// TestGatewayIDsInStatements: CONNECTION_ID() inside larger statements and
+// reads of information_schema.PROCESSLIST speak of the gateway's sessions:
+// bob sees his own, never alice's, and his ids match KILL's; the admin sees
+// alice's. A prepared statement's CONNECTION_ID() is the session's too.
+func TestGatewayIDsInStatements(t *testing.T) {
+	ctx := context.Background()
+	alice := login(t)
+	aliceID := int64(alice.Greeting.ConnectionID)
+	alice.ResetSeq()
+	if err := alice.WriteCommand(append([]byte{0x03}, "SELECT 'alice is_marker', SLEEP(2)"...)); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for {
+			p, err := alice.ReadPacket()
+			if err != nil || p[0] == 0xff || p[0] == 0xfe && len(p) < 9 {
+				return
+			}
+		}
+	}()
+	bob := oneConn(t, shared.gwDSN("nopass", "", "", nil))
+	var bobID int64
+	if err := bob.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&bobID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // alice's statement is running
+
+	var c, one int64
+	rows, err := bob.QueryContext(ctx, "SELECT CONNECTION_ID(), 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols, _ := rows.Columns()
+	for rows.Next() {
+		if err := rows.Scan(&c, &one); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows.Close()
+	if c != bobID || strings.Join(cols, ",") != "CONNECTION_ID(),1" {
+		t.Errorf("SELECT CONNECTION_ID(), 1: %d under %v, want %d under CONNECTION_ID(),1", c, cols, bobID)
+	}
+	if _, err := bob.ExecContext(ctx, "SET @c = CONNECTION_ID()"); err != nil {
+		t.Fatal(err)
+	}
+	if err := bob.QueryRowContext(ctx, "SELECT @c").Scan(&c); err != nil || c != bobID {
+		t.Errorf("SET @c = CONNECTION_ID(): @c = %d (%v), want %d", c, err, bobID)
+	}
+	ps, err := bob.PrepareContext(ctx, "SELECT CONNECTION_ID() AS c, ?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.Close()
+	if err := ps.QueryRowContext(ctx, 1).Scan(&c, &one); err != nil || c != bobID {
+		t.Errorf("prepared SELECT CONNECTION_ID() AS c, ?: %d (%v), want %d", c, err, bobID)
+	}
+	var n int64
+	if err := bob.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID() AND USER = 'nopass'").Scan(&n); err != nil || n != 1 {
+		t.Errorf("bob's own line in information_schema.PROCESSLIST: %d (%v), want 1", n, err)
+	}
+	ids := func(db interface {
+		QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+	}) map[int64]string {
+		rows, err := db.QueryContext(ctx, "SELECT p.ID, p.USER, COALESCE(p.INFO, '') FROM `information_schema`.`PROCESSLIST` p ORDER BY p.ID")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[int64]string{}
+		for rows.Next() {
+			var id int64
+			var user, info string
+			if err := rows.Scan(&id, &user, &info); err != nil {
+				t.Fatal(err)
+			}
+			out[id] = user + ": " + info
+		}
+		return out
+	}
+	seen := ids(bob)
+	if _, ok := seen[aliceID]; ok || !strings.HasPrefix(seen[bobID], "nopass: SELECT p.ID") {
+		t.Errorf("bob's information_schema.PROCESSLIST: %v (alice %d, bob %d)", seen, aliceID, bobID)
+	}
+	for id, line := range seen {
+		if !strings.HasPrefix(line, "nopass:") {
+			t.Errorf("bob sees session %d: %s", id, line)
+		}
+	}
+	adm := open(t, shared.gwDSN(adminUser, adminPass, "", nil))
+	if line := ids(adm)[aliceID]; !strings.Contains(line, "alice is_marker") {
+		t.Errorf("the admin's information_schema.PROCESSLIST: alice's line %q", line)
+	}
 }

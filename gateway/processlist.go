@@ -1,9 +1,13 @@
 package gateway
 
 import (
+	"encoding/hex"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/directgate/directgate/querypath"
 
 	"github.com/directgate/directgate/wire"
 )
@@ -39,8 +43,8 @@ func (ss *Session) answerConnectionID(name string) error {
 type processRow struct {
 	id                             uint32
 	user, host, db, command, state string
-	seconds                        int64
-	info                           []byte // nil: NULL
+	elapsed                        time.Duration // since the command started
+	info                           []byte        // nil: NULL
 }
 
 // processList returns the lines of the sessions the user may see: its own,
@@ -61,7 +65,7 @@ func (ss *Session) processList(full bool) []processRow {
 			r.command = "Sleep"
 		}
 		if !o.proc.since.IsZero() {
-			r.seconds = int64(now.Sub(o.proc.since) / time.Second)
+			r.elapsed = now.Sub(o.proc.since)
 		}
 		if o.proc.sql != "" {
 			sql := o.proc.sql
@@ -131,7 +135,7 @@ func (ss *Session) showProcessList(full bool) error {
 			state = []byte(r.state)
 		}
 		row := [][]byte{strconv.AppendUint(nil, uint64(r.id), 10), []byte(r.user), []byte(r.host), db,
-			[]byte(r.command), strconv.AppendInt(nil, r.seconds, 10), state, r.info, []byte("0.000")}
+			[]byte(r.command), strconv.AppendInt(nil, int64(r.elapsed/time.Second), 10), state, r.info, []byte("0.000")}
 		if err := w.Row(row); err != nil {
 			return err
 		}
@@ -140,4 +144,68 @@ func (ss *Session) showProcessList(full bool) error {
 		return err
 	}
 	return ss.client.Flush()
+}
+
+// withGatewayIDs returns COM_QUERY p with CONNECTION_ID() and
+// information_schema.PROCESSLIST speaking of the gateway's sessions
+// (querypath.RewriteGatewayIDs), or p itself where the text must go as
+// written.
+func (ss *Session) withGatewayIDs(p []byte, sql string) []byte {
+	out, ok := querypath.RewriteGatewayIDs(sql, ss.status&wire.StatusNoBackslashEscapes != 0, ss.id, ss.processListTable)
+	if !ok {
+		return p
+	}
+	return append([]byte{wire.ComQuery}, out...)
+}
+
+// processListTable is a SELECT of the sessions the user may see in the
+// columns of information_schema.PROCESSLIST, to stand for that table. The
+// strings are utf8mb3_general_ci with implicit coercibility (CONVERT ...
+// USING), as the table's columns are, so comparisons with the session's
+// literals behave the same; INFO_BINARY is binary.
+func (ss *Session) processListTable() string {
+	var b strings.Builder
+	str := func(s string, null bool) {
+		if null {
+			b.WriteString("NULL")
+			return
+		}
+		b.WriteString("CONVERT(X'")
+		b.WriteString(hex.EncodeToString([]byte(s)))
+		b.WriteString("' USING utf8mb3)")
+	}
+	for i, r := range ss.processList(true) {
+		if i > 0 {
+			b.WriteString(" UNION ALL ")
+		}
+		b.WriteString("SELECT ")
+		b.WriteString(strconv.FormatUint(uint64(r.id), 10))
+		b.WriteString(" AS ID, ")
+		str(r.user, false)
+		b.WriteString(" AS USER, ")
+		str(r.host, false)
+		b.WriteString(" AS HOST, ")
+		str(r.db, r.db == "")
+		b.WriteString(" AS DB, ")
+		str(r.command, false)
+		b.WriteString(" AS COMMAND, ")
+		b.WriteString(strconv.FormatInt(int64(r.elapsed/time.Second), 10))
+		b.WriteString(" AS TIME, ")
+		str(r.state, false)
+		b.WriteString(" AS STATE, ")
+		str(string(r.info), r.info == nil)
+		b.WriteString(" AS INFO, ")
+		b.WriteString(strconv.FormatFloat(float64(r.elapsed.Microseconds())/1000, 'f', 3, 64))
+		b.WriteString(" AS TIME_MS, 0 AS STAGE, 0 AS MAX_STAGE, 0.000 AS PROGRESS, 0 AS MEMORY_USED, " +
+			"0 AS MAX_MEMORY_USED, 0 AS EXAMINED_ROWS, 0 AS QUERY_ID, ")
+		if r.info == nil {
+			b.WriteString("NULL")
+		} else {
+			b.WriteString("X'")
+			b.WriteString(hex.EncodeToString(r.info))
+			b.WriteString("'")
+		}
+		b.WriteString(" AS INFO_BINARY, 0 AS TID")
+	}
+	return b.String()
 }

@@ -457,6 +457,9 @@ func (ss *Session) comQuery(p []byte) error {
 	if route.SessionStatus && !route.MultiStatement {
 		return ss.showSessionStatus(p, route)
 	}
+	if route.GatewayIDs {
+		p = ss.withGatewayIDs(p, sql)
+	}
 	return ss.run(p, route, wire.ResponseQuery)
 }
 

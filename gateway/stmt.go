@@ -210,6 +210,17 @@ func (ss *Session) comStmtPrepare(p []byte) error {
 		_, err := ss.refuseKill(route)
 		return err
 	}
+	if route.GatewayIDs {
+		// CONNECTION_ID() is the session's for the statement's life; a
+		// PROCESSLIST read would be frozen at prepare: left to the server.
+		table := false
+		out, ok := querypath.RewriteGatewayIDs(sql, ss.status&wire.StatusNoBackslashEscapes != 0, ss.id,
+			func() string { table = true; return "SELECT 0" })
+		if ok && !table {
+			sql = out
+			p = append([]byte{wire.ComStmtPrepare}, out...)
+		}
+	}
 	if or, _ := ss.routeOwner(route); or == ownerStream || or == ownerForward && route.Kind == querypath.KindSequence {
 		return ss.writeErr(wire.NewError(1295, "HY000", "This command is not supported in the prepared statement protocol yet: send SELECT NEXT ... VALUES and STREAM as text queries"))
 	}

@@ -86,6 +86,7 @@ func (c *Classifier) classifyNoBackslash(raw string, st *stmt, depth int) Route 
 	r.Pin |= st.f.pin
 	r.Unpin &^= r.Pin
 	r.ReadsLastResult = r.ReadsLastResult || st.f.readsLast
+	r.GatewayIDs = r.GatewayIDs || st.f.gatewayIDs
 	if r.Kind == KindRead && (st.f.sideEffect || st.f.lockClause || st.f.into) {
 		r.Kind = KindOther
 	}
@@ -108,6 +109,7 @@ func (c *Classifier) classifyBatch(sql string, depth int, noBackslash bool) Rout
 			r.Unpin |= p.Unpin
 			r.ReadsLastResult = r.ReadsLastResult || p.ReadsLastResult
 			r.OtherKill = r.OtherKill || p.OtherKill || p.Kind == KindKill
+			r.GatewayIDs = r.GatewayIDs || p.GatewayIDs
 			r.SetsGlobal = r.SetsGlobal || p.SetsGlobal
 			if r.DynamicVar == "" {
 				r.DynamicVar = p.DynamicVar
@@ -143,13 +145,16 @@ func (c *Classifier) classifyBatch(sql string, depth int, noBackslash bool) Rout
 // route classifies one statement: the fast path when it is sure, else the
 // parser, else the lexer's findings alone.
 func (c *Classifier) route(st *stmt, depth int) Route {
-	if r, ok := c.fast(st, depth); ok {
-		return r
+	r, ok := c.fast(st, depth)
+	if !ok {
+		r, ok = c.parsed(st, depth)
 	}
-	if r, ok := c.parsed(st, depth); ok {
-		return r
+	if !ok {
+		r = c.unparsed(st, depth)
 	}
-	return c.unparsed(st, depth)
+	// KILL ... CONNECTION_ID() is the gateway's own (KillSelf).
+	r.GatewayIDs = st.f.gatewayIDs && r.Kind != KindKill
+	return r
 }
 
 // text returns the statement's text without a trailing ';'.

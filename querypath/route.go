@@ -265,6 +265,11 @@ type Route struct {
 	// the server's thread ids, which name other clients' connections. (A
 	// KILL run by EXECUTE IMMEDIATE 'KILL n' classifies as KindKill.)
 	OtherKill bool
+	// GatewayIDs is set when the text calls CONNECTION_ID() or names
+	// information_schema.PROCESSLIST, which speak of backend threads at
+	// the server: the gateway substitutes its own session ids
+	// (RewriteGatewayIDs) where it can.
+	GatewayIDs bool
 	// DynamicVar names the user variable (without @) whose text an SQL
 	// PREPARE name FROM @var or EXECUTE IMMEDIATE @var runs: the classifier
 	// cannot see it, the gateway must read it. Empty otherwise.

@@ -15,6 +15,7 @@ type features struct {
 	into         bool // an INTO keyword
 	intoFile     bool // INTO OUTFILE / INTO DUMPFILE
 	nextSyntax   bool // NEXT VALUE / NEXT n VALUES
+	gatewayIDs   bool // CONNECTION_ID(), or .PROCESSLIST (information_schema's)
 }
 
 func (f *features) or(g features) {
@@ -27,6 +28,7 @@ func (f *features) or(g features) {
 	f.into = f.into || g.into
 	f.intoFile = f.intoFile || g.intoFile
 	f.nextSyntax = f.nextSyntax || g.nextSyntax
+	f.gatewayIDs = f.gatewayIDs || g.gatewayIDs
 }
 
 // stmt is one statement of a text, as seen by the lexer.
@@ -145,6 +147,10 @@ func scanStmt(st *stmt, s string, from int, noBackslash bool) {
 			}
 		case tkIdent:
 			depth += identFeature(&st.f, &l, p2, p1, t)
+		case tkQuoted:
+			if isPunct(p1, '.') && isProcessList(s[t.start:t.end]) {
+				st.f.gatewayIDs = true
+			}
 		}
 		p2, p1 = p1, t
 	}
@@ -210,6 +216,10 @@ func funcFeature(f *features, name string) bool {
 			// Not an unpin: the session may hold other locks, whose
 			// names the classifier does not follow.
 			f.sideEffect = true
+		}
+	case 13:
+		if kwEq(name, "CONNECTION_ID") {
+			f.gatewayIDs = true
 		}
 	case 14:
 		return kwEq(name, "LAST_INSERT_ID")
@@ -308,6 +318,10 @@ func identFeature(f *features, l *lexer, p2, p1, t token) (depth int) {
 	case 8:
 		if kwEq(w, "DUMPFILE") && l.is(p1, "INTO") {
 			f.intoFile = true
+		}
+	case 11:
+		if isPunct(p1, '.') && kwEq(w, "PROCESSLIST") {
+			f.gatewayIDs = true
 		}
 	case 19:
 		if kwEq(w, "SQL_CALC_FOUND_ROWS") {

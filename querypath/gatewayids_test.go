@@ -1,0 +1,67 @@
+package querypath
+
+import "testing"
+
+func TestRewriteGatewayIDs(t *testing.T) {
+	pl := func() string { return "SELECT 7 AS ID" }
+	cases := []struct {
+		in, want string // want "": left alone
+	}{
+		{"SELECT CONNECTION_ID(), NOW()", "SELECT 42 AS `CONNECTION_ID()`, NOW()"},
+		{"select connection_id() id", "select 42 id"},
+		{"SELECT DISTINCT CONNECTION_ID() AS c FROM t", "SELECT DISTINCT 42 AS c FROM t"},
+		{"SELECT a FROM t WHERE b = CONNECTION_ID()", "SELECT a FROM t WHERE b = 42"},
+		{"INSERT INTO log VALUES (CONNECTION_ID(), 'x')", "INSERT INTO log VALUES (42, 'x')"},
+		{"SET @c = CONNECTION_ID()", "SET @c = 42"},
+		{"SELECT CONNECTION_ID()+0", ""},
+		{"SELECT (CONNECTION_ID())", ""},
+		{"SELECT IS_USED_LOCK('a') = CONNECTION_ID()", ""},
+		{"SELECT x FROM performance_schema.threads WHERE PROCESSLIST_ID = CONNECTION_ID()", ""},
+		{"SELECT * FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = CONNECTION_ID()", ""},
+		{"CREATE PROCEDURE p() SELECT CONNECTION_ID()", ""},
+		{"SELECT db.CONNECTION_ID()", ""},
+		{"SELECT 'CONNECTION_ID()', CONNECTION_ID() AS c", "SELECT 'CONNECTION_ID()', 42 AS c"},
+		{"/*!SELECT*/ CONNECTION_ID() AS c", ""},
+		{"SELECT ID FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()",
+			"SELECT ID FROM (SELECT 7 AS ID) AS PROCESSLIST WHERE ID = 42"},
+		{"SELECT p.ID FROM `information_schema`.`processlist` p",
+			"SELECT p.ID FROM (SELECT 7 AS ID) p"},
+		{"SELECT COUNT(*) FROM INFORMATION_SCHEMA.PROCESSLIST AS x JOIN t ON t.id = x.ID",
+			"SELECT COUNT(*) FROM (SELECT 7 AS ID) AS x JOIN t ON t.id = x.ID"},
+		{"SELECT * FROM t, information_schema.PROCESSLIST", "SELECT * FROM t, (SELECT 7 AS ID) AS PROCESSLIST"},
+		{"SELECT information_schema.PROCESSLIST.ID FROM information_schema.PROCESSLIST", ""},
+		{"SHOW COLUMNS FROM information_schema.PROCESSLIST", ""},
+		{"SELECT 1; SELECT CONNECTION_ID() AS c", "SELECT 1; SELECT 42 AS c"},
+		{"SELECT 1; CALL p(CONNECTION_ID())", ""},
+		{"SELECT 'unterminated CONNECTION_ID()", ""},
+	}
+	for _, c := range cases {
+		got, ok := RewriteGatewayIDs(c.in, false, 42, pl)
+		if !ok {
+			got = ""
+		}
+		if got != c.want {
+			t.Errorf("RewriteGatewayIDs(%q)\n got %q\nwant %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestGatewayIDsFlag(t *testing.T) {
+	c, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sql, want := range map[string]bool{
+		"SELECT CONNECTION_ID() + 1":                              true,
+		"SELECT * FROM information_schema.PROCESSLIST":            true,
+		"SELECT * FROM `information_schema`.`PROCESSLIST`":        true,
+		"SELECT 1; SELECT ID FROM information_schema.processlist": true,
+		"SELECT 'CONNECTION_ID()' FROM t":                         false,
+		"SELECT processlist FROM t":                               false,
+		"UPDATE t SET a = 1 WHERE id = 3":                         false,
+	} {
+		if got := c.Classify(sql).GatewayIDs; got != want {
+			t.Errorf("Classify(%q).GatewayIDs = %v, want %v", sql, got, want)
+		}
+	}
+}
