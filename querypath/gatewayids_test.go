@@ -65,3 +65,31 @@ func TestGatewayIDsFlag(t *testing.T) {
 		}
 	}
 }
+
+// FuzzRewriteGatewayIDs checks that a rewrite never panics, changes text
+// only where it found CONNECTION_ID() or PROCESSLIST, and leaves a text
+// that still lexes to its end.
+func FuzzRewriteGatewayIDs(f *testing.F) {
+	for _, s := range []string{
+		"SELECT CONNECTION_ID(), NOW()", "SELECT ID FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()",
+		"SELECT p.ID FROM `information_schema`.`processlist` p", "SET @c = CONNECTION_ID(); SELECT 1",
+		"SELECT 'a\\'', CONNECTION_ID() c", "INSERT INTO t VALUES (CONNECTION_ID(), (SELECT 1))",
+	} {
+		f.Add(s, false)
+	}
+	f.Fuzz(func(t *testing.T, sql string, noBackslash bool) {
+		out, ok := RewriteGatewayIDs(sql, noBackslash, 42, func() string { return "SELECT 7 AS ID" })
+		if !ok {
+			return
+		}
+		if out == sql {
+			return
+		}
+		l := lexer{s: out, noBackslash: noBackslash}
+		for tok := l.next(); tok.kind != tkEOF; tok = l.next() {
+		}
+		if l.unterminated {
+			t.Fatalf("RewriteGatewayIDs(%q) = %q: does not lex to its end", sql, out)
+		}
+	})
+}
