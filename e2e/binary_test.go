@@ -6,7 +6,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,13 +33,14 @@ func buildGateway(t *testing.T) string {
 // startBinary runs `gateway serve` against the shared MariaDB on a free
 // port and waits until it accepts connections.
 func startBinary(t *testing.T, bin string, shutdownTimeout string) (*exec.Cmd, string, *logBuffer) {
-	cmd, addr, logs, _ := startBinaryConfig(t, bin, shutdownTimeout, "")
+	cmd, addr, logs, _ := startBinaryConfig(t, bin, shutdownTimeout, "", "")
 	return cmd, addr, logs
 }
 
-// startBinaryConfig is startBinary with extra users in the config; it
-// also returns the config file's path.
-func startBinaryConfig(t *testing.T, bin, shutdownTimeout, extraUsers string) (*exec.Cmd, string, *logBuffer, string) {
+// startBinaryConfig is startBinary with extra users in the config and,
+// when httpYAML is not empty, its HTTP settings (http_listen and http)
+// instead of http_listen: "off"; it also returns the config file's path.
+func startBinaryConfig(t *testing.T, bin, shutdownTimeout, extraUsers, httpYAML string) (*exec.Cmd, string, *logBuffer, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -46,7 +49,7 @@ func startBinaryConfig(t *testing.T, bin, shutdownTimeout, extraUsers string) (*
 	addr := ln.Addr().String()
 	ln.Close()
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
-	writeBinaryConfig(t, path, addr, shutdownTimeout, extraUsers)
+	writeBinaryConfig(t, path, addr, shutdownTimeout, extraUsers, httpYAML)
 	cmd := exec.Command(bin, "serve", "--config", path)
 	logs := &logBuffer{}
 	stderr, _ := cmd.StderrPipe()
@@ -93,15 +96,18 @@ func (l *logBuffer) String() string {
 }
 
 // writeBinaryConfig writes the config of startBinaryConfig to path.
-func writeBinaryConfig(t *testing.T, path, addr, shutdownTimeout, extraUsers string) {
+func writeBinaryConfig(t *testing.T, path, addr, shutdownTimeout, extraUsers, httpYAML string) {
 	t.Helper()
+	if httpYAML == "" {
+		httpYAML = `http_listen: "off"`
+	}
 	cfg := fmt.Sprintf(`listen: %s
-http_listen: "off"
+%s
 drain_timeout: %s
 users: [{user: %s, password: %s}%s]
 clusters:
   - {name: main, backend_user: %s, backend_password: %s, backends: [%q], pool: {size: 4, min_idle: 1}}
-`, addr, shutdownTimeout, appUser, appPass, extraUsers, backendUser, backendPass, shared.db.Addr())
+`, addr, httpYAML, shutdownTimeout, appUser, appPass, extraUsers, backendUser, backendPass, shared.db.Addr())
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +117,7 @@ clusters:
 // file is refused with the reason and the running config stays.
 func TestBinaryReload(t *testing.T) {
 	bin := buildGateway(t)
-	cmd, addr, logs, path := startBinaryConfig(t, bin, "10s", "")
+	cmd, addr, logs, path := startBinaryConfig(t, bin, "10s", "", "")
 	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
 	app := open(t, fmt.Sprintf("%s:%s@tcp(%s)/", appUser, appPass, addr))
 	conn, err := app.Conn(context.Background())
@@ -130,7 +136,7 @@ func TestBinaryReload(t *testing.T) {
 	if err := login(); err == nil {
 		t.Fatal("user 'second' logged in before it was configured")
 	}
-	writeBinaryConfig(t, path, addr, "10s", ", {user: second, password: pw}")
+	writeBinaryConfig(t, path, addr, "10s", ", {user: second, password: pw}", "")
 	cmd.Process.Signal(syscall.SIGHUP)
 	deadline := time.Now().Add(10 * time.Second)
 	for login() != nil {
@@ -194,4 +200,53 @@ func TestBinaryShutdown(t *testing.T) {
 		t.Fatalf("drain timeout: want exit 1, got %v\n%s", err, logs.String())
 	}
 	<-errc
+}
+
+// TestBinaryHTTPToken: with http.token_file, the gateway's HTTP endpoints
+// answer 401 without the bearer token and serve with it; /healthz and
+// /readyz stay open (load balancers send no token).
+func TestBinaryHTTPToken(t *testing.T) {
+	bin := buildGateway(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpAddr := ln.Addr().String()
+	ln.Close()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd, _, logs, _ := startBinaryConfig(t, bin, "10s", "", fmt.Sprintf("http_listen: %s\nhttp: {token_file: %q}", httpAddr, tokenFile))
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	get := func(path, token string) int {
+		req, err := http.NewRequest(http.MethodGet, "http://"+httpAddr+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v\n%s", path, err, logs.String())
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, path := range []string{"/metrics", "/debug/status", "/debug/health"} {
+		if code := get(path, ""); code != http.StatusUnauthorized {
+			t.Errorf("GET %s without the token: %d, want 401", path, code)
+		}
+		if code := get(path, "wrong"); code != http.StatusUnauthorized {
+			t.Errorf("GET %s with a wrong token: %d, want 401", path, code)
+		}
+		if code := get(path, "s3cret-token"); code != http.StatusOK {
+			t.Errorf("GET %s with the token: %d, want 200", path, code)
+		}
+	}
+	if code := get("/healthz", ""); code != http.StatusOK {
+		t.Errorf("GET /healthz without a token: %d, want 200", code)
+	}
 }
