@@ -218,6 +218,9 @@ type cluster struct {
 	globals atomic.Uint64
 	// health receives dial failures; set once discovery runs.
 	health atomic.Pointer[healthcheck.Observer]
+	// dialKill, when not nil, replaces dial for the connections set aside
+	// for KILL QUERY (tests with fake backends).
+	dialKill func(ctx context.Context, be *backend, k poolKey) (*backendConn, error)
 
 	// conf is the cluster's configuration; a reload swaps it.
 	conf atomic.Pointer[config.Cluster]

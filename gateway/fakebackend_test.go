@@ -55,7 +55,8 @@ func (f *fakeServer) dial(be *backend) *backendConn {
 	f.mu.Unlock()
 	go f.serve(n, wire.NewConn(b, 4096, 4096))
 	return &backendConn{
-		BackendConn: &wire.BackendConn{Conn: wire.NewConn(a, 4096, 4096), Caps: f.caps},
+		BackendConn: &wire.BackendConn{Conn: wire.NewConn(a, 4096, 4096), Caps: f.caps,
+			Greeting: &wire.Greeting{ConnectionID: uint32(n + 1)}},
 		addr:        f.addr, be: be, vars: map[string]string{}, stmts: map[connStmtKey]*connStmt{},
 		tracked: f.caps&wire.CapSessionTrack != 0,
 	}
@@ -173,6 +174,15 @@ func fakeSession(t *testing.T, clientCaps uint32, servers ...*fakeServer) (*Sess
 	}
 	dial := func(be *backend) *backendConn { return byAddr[be.addr].dial(be) }
 	srv := testServer(t, addrs, len(servers) > 1, dial, scriptProber{primary: addrs[0]}, time.Hour)
+	srv.clusters["main"].dialKill = func(_ context.Context, be *backend, _ poolKey) (*backendConn, error) {
+		return dial(be), nil
+	}
+	return sessionOf(srv, clientCaps)
+}
+
+// sessionOf is a new logged-in session of srv's cluster "main", with
+// clientCaps negotiated.
+func sessionOf(srv *Server, clientCaps uint32) (*Session, *bufConn) {
 	nc := &bufConn{}
 	ss := &Session{srv: srv, log: srv.log, cluster: srv.clusters["main"], clientSide: clientSide{
 		nc: nc, client: wire.NewConn(nc, 4096, 4096), caps: clientCaps, collation: wire.DefaultCollation,
@@ -409,5 +419,83 @@ func TestBackendStatementBudget(t *testing.T) {
 	}
 	if closes != 2 {
 		t.Errorf("%d COM_STMT_CLOSE sent, want 2", closes)
+	}
+}
+
+// KILL QUERY reaches only the statement it is meant for: when the victim's
+// statement ends while the kill is on its way, the victim keeps its
+// backend connection until the kill is answered, so the next statement on
+// that connection (another session's, through a pool of one) cannot be
+// the one killed. The fake answers the kill only once that next statement
+// has arrived on the victim's connection, or after 300 ms: with the
+// ordering broken, the next statement arrives first, and the test fails
+// whatever the timing; with it intact the test waits the 300 ms.
+func TestFakeKillQueryNeverHitsTheNextStatement(t *testing.T) {
+	release := make(chan struct{})
+	nextOnVictim := make(chan struct{})
+	killStarted := make(chan struct{})
+	var mu sync.Mutex
+	var events []string
+	event := func(e string) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	}
+	answer := func(conn int, cmd []byte) [][]byte {
+		switch q := commandText(cmd); {
+		case q == "SELECT slow":
+			<-release
+			return resultSet(wire.CapProtocol41, "done")
+		case strings.HasPrefix(q, "KILL QUERY"):
+			close(killStarted)
+			select {
+			case <-nextOnVictim:
+			case <-time.After(300 * time.Millisecond):
+			}
+			event("kill answered")
+			return okAnswer(0)
+		case q == "SELECT next":
+			if conn == 0 {
+				event("next statement on the victim's connection")
+				close(nextOnVictim)
+			}
+			return resultSet(wire.CapProtocol41, "next")
+		}
+		return okAnswer(0)
+	}
+	primary := &fakeServer{addr: "fake:1", caps: wire.CapProtocol41, answer: answer}
+	victim, _ := fakeSession(t, wire.CapProtocol41, primary)
+	(*victim.cluster.backend("fake:1").pools.Load())[poolKey{}].Resize(1, 0)
+	other, _ := sessionOf(victim.srv, wire.CapProtocol41)
+	run := func(ss *Session, sql string) chan error {
+		done := make(chan error, 1)
+		go func() {
+			ss.client.ResetSeq()
+			ss.client.SetSeq(1)
+			done <- ss.dispatch(append([]byte{wire.ComQuery}, sql...))
+		}()
+		return done
+	}
+
+	victimDone := run(victim, "SELECT slow")
+	for deadline := time.Now().Add(5 * time.Second); victim.inFlight.Load() == nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the victim's statement never started")
+		}
+	}
+	killDone := make(chan error, 1)
+	go func() { killDone <- victim.killStatement(false) }()
+	<-killStarted
+	close(release) // the victim's statement ends while the kill is on its way
+	otherDone := run(other, "SELECT next")
+	for _, c := range []chan error{killDone, victimDone, otherDone} {
+		if err := <-c; err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 2 || events[0] != "kill answered" {
+		t.Fatalf("events %q: the kill must be answered before the victim's connection serves anything else", events)
 	}
 }

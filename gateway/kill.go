@@ -60,7 +60,11 @@ func (be *backend) killQuery(bc *backendConn) error {
 	for try := 0; try < 2; try++ {
 		if kl.conn == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
-			kl.conn, err = be.cluster.dial(ctx, be, k)
+			dial := be.cluster.dial
+			if be.cluster.dialKill != nil {
+				dial = be.cluster.dialKill
+			}
+			kl.conn, err = dial(ctx, be, k)
 			cancel()
 			if err != nil {
 				kl.conn = nil
