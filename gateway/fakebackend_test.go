@@ -57,7 +57,7 @@ func (f *fakeServer) dial(be *backend) *backendConn {
 	return &backendConn{
 		BackendConn: &wire.BackendConn{Conn: wire.NewConn(a, 4096, 4096), Caps: f.caps,
 			Greeting: &wire.Greeting{ConnectionID: uint32(n + 1)}},
-		addr:        f.addr, be: be, vars: map[string]string{}, stmts: map[connStmtKey]*connStmt{},
+		addr: f.addr, be: be, vars: map[string]string{}, stmts: map[connStmtKey]*connStmt{},
 		tracked: f.caps&wire.CapSessionTrack != 0,
 	}
 }
