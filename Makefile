@@ -44,11 +44,12 @@ lint:
 	$(GO) vet ./...
 
 # Settings come from BENCH_* variables (BENCH_QUICK, BENCH_TIME, BENCH_ROUNDS,
-# BENCH_CASES, ...): bin/sbbench -help lists them.
+# BENCH_CASES, BENCH_TARGETS, BENCH_PEERS, ...): bin/sbbench -help lists them.
 bench: build
-	e2e/local/deps.sh --with-sysbench
+	e2e/local/deps.sh --with-bench
 	$(GO) build -o bin/sbbench ./e2e/bench/cmd/sbbench
-	bin/sbbench -gateway bin/gateway
+	$(GO) build -o bin/gorelay ./e2e/bench/cmd/gorelay
+	bin/sbbench -gateway bin/gateway -gorelay bin/gorelay
 
 # One target at a time (go test -fuzz takes one); the last "execs:" line of
 # each run is the count. Every target runs even when one finds a crasher;

@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
 # Installs what the e2e tests and the local stack need, when it is missing:
-# MariaDB server and client, and with --with-sysbench also sysbench.
+# MariaDB server and client, with --with-sysbench also sysbench, and with
+# --with-bench sysbench and HAProxy (make bench's relay target).
 # Debian/Ubuntu only (apt). As root it installs; otherwise it prints the
 # exact command to run and exits 1.
 #
-# Usage: e2e/local/deps.sh [--with-sysbench]
+# Usage: e2e/local/deps.sh [--with-sysbench] [--with-bench]
 #
-# Run by e2e/local/run.sh (make run) and by make test.
+# Run by e2e/local/run.sh (make run), make test and make bench.
 set -euo pipefail
 
 # Debian keeps mariadbd in /usr/sbin, outside a normal user's PATH.
 export PATH="$PATH:/usr/sbin:/usr/local/sbin"
 
 want_sysbench=0
+want_haproxy=0
 for arg in "$@"; do
 	case "$arg" in
 	--with-sysbench) want_sysbench=1 ;;
+	--with-bench) want_sysbench=1 want_haproxy=1 ;;
 	-h | --help)
-		sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*)
@@ -38,6 +41,9 @@ if ! command -v mariadb >/dev/null; then
 fi
 if [[ $want_sysbench == 1 ]] && ! command -v sysbench >/dev/null; then
 	missing+=(sysbench)
+fi
+if [[ $want_haproxy == 1 ]] && ! command -v haproxy >/dev/null; then
+	missing+=(haproxy)
 fi
 
 if [[ ${#missing[@]} == 0 ]]; then

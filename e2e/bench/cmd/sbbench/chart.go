@@ -5,34 +5,57 @@ import (
 	"encoding/xml"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
-// ratioSVG draws one horizontal bar per case: the gateway/direct QPS ratio,
-// with the per-round ratios as ticks, reference lines at 1.0 (as fast as
-// direct) and 0.7 (the issue's target for point_select), and "failed" where
-// no round had both sides succeed. Replica-read cases are marked: their
-// gateway side runs on two servers, their direct side on one. Self-contained
-// SVG: no fonts, scripts or external assets.
-func ratioSVG(sums []caseSummary, title string) string {
+// targetColors are the bar colors of the built-in targets; peers take
+// peerColors in turn.
+var (
+	targetColors = map[string]string{targetHAProxy: "#2b6cb0", targetGorelay: "#718096", targetGateway: "#d9822b"}
+	peerColors   = []string{"#2e8540", "#805ad5", "#b83280", "#319795", "#975a16"}
+)
+
+// ratioSVG draws, per case, one horizontal bar per target other than
+// direct: its QPS / direct QPS ratio, with the per-round ratios as ticks,
+// reference lines at 1.0 (as fast as direct) and 0.7 (the issue's target
+// for the gateway on point_select), and "failed" where no round had both
+// the target and direct succeed. Bars are colored by target (a legend on
+// top). Replica-read cases are marked: their gateway runs on two servers,
+// direct on one. Self-contained SVG: no fonts, scripts or external assets.
+func ratioSVG(sums []targetSummary, title string) string {
 	const (
-		labelW = 300 // case names
+		labelW = 300 // case and target names
 		plotW  = 520
 		valueW = 150 // ratio text right of the bars
-		barH   = 20
-		rowH   = 30
-		top    = 66
+		barH   = 14
+		rowH   = 20
+		caseH  = 20 // the case name above its bars
+		gap    = 8  // between cases
+		top    = 76
 	)
-	bottom := 40
+	// Rows to draw: case headers and bars, in order.
+	type row struct {
+		header string
+		s      *targetSummary
+	}
+	var rows []row
+	var targets []string
 	replicas := false
-	for _, s := range sums {
-		replicas = replicas || s.ReplicaReads
-	}
-	if replicas {
-		bottom += 18 // the footnote
-	}
 	maxR := 1.2
-	for _, s := range sums {
+	for i := range sums {
+		s := &sums[i]
+		if s.Target == targetDirect {
+			continue
+		}
+		if len(rows) == 0 || rows[len(rows)-1].s == nil || rows[len(rows)-1].s.Case != s.Case {
+			rows = append(rows, row{header: s.Case})
+		}
+		rows = append(rows, row{s: s})
+		if !slices.Contains(targets, s.Target) {
+			targets = append(targets, s.Target)
+		}
+		replicas = replicas || s.ReplicaReads
 		if s.Ratio != nil {
 			maxR = math.Max(maxR, *s.Ratio*1.1)
 		}
@@ -40,9 +63,34 @@ func ratioSVG(sums []caseSummary, title string) string {
 			maxR = math.Max(maxR, r*1.05)
 		}
 	}
+	color := map[string]string{}
+	peers := 0
+	for _, t := range targets {
+		if c, ok := targetColors[t]; ok {
+			color[t] = c
+			continue
+		}
+		color[t] = peerColors[peers%len(peerColors)]
+		peers++
+	}
 	maxR = math.Ceil(maxR*5) / 5 // a multiple of 0.2
+	plotH := 0
+	for i, r := range rows {
+		switch {
+		case r.s != nil:
+			plotH += rowH
+		case i > 0:
+			plotH += gap + caseH
+		default:
+			plotH += caseH
+		}
+	}
+	bottom := 40
+	if replicas {
+		bottom += 18 // the footnote
+	}
 	width := labelW + plotW + valueW
-	height := top + rowH*len(sums) + bottom
+	height := top + plotH + bottom
 	x := func(r float64) float64 { return labelW + r/maxR*plotW }
 
 	var b bytes.Buffer
@@ -50,31 +98,40 @@ func ratioSVG(sums []caseSummary, title string) string {
 		width, height, width, height)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#fff"/>`+"\n", width, height)
 	fmt.Fprintf(&b, `<text x="10" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", esc(title))
-	fmt.Fprintf(&b, `<text x="10" y="40" fill="#555">median over rounds; ticks are single rounds; higher is better</text>`+"\n")
+	fmt.Fprintf(&b, `<text x="10" y="40" fill="#555">QPS / direct QPS in the same round, median over rounds; ticks are single rounds; higher is better</text>`+"\n")
+	lx := 10
+	for _, t := range targets {
+		fmt.Fprintf(&b, `<rect x="%d" y="49" width="12" height="12" fill="%s"/>`+"\n", lx, color[t])
+		fmt.Fprintf(&b, `<text x="%d" y="59">%s</text>`+"\n", lx+16, esc(t))
+		lx += 16 + 7*len(t) + 18
+	}
 
-	plotTop, plotBottom := top-6, top+rowH*len(sums)
+	plotTop, plotBottom := top-6, top+plotH
 	// Grid and axis labels every 0.2.
 	for r := 0.0; r <= maxR+1e-9; r += 0.2 {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#e4e4e4"/>`+"\n", x(r), plotTop, x(r), plotBottom)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%.1f</text>`+"\n", x(r), plotBottom+16, r)
 	}
-	for i, s := range sums {
-		y := top + i*rowH
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", labelW-8, y+barH/2+4, esc(s.Name))
-		if s.Ratio == nil {
-			fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#b00020">failed (%s)</text>`+"\n", labelW+6, y+barH/2+4, esc(strings.TrimPrefix(s.Status, "FAILED: ")))
+	y := top
+	for i, r := range rows {
+		if r.s == nil {
+			if i > 0 {
+				y += gap
+			}
+			fmt.Fprintf(&b, `<text x="10" y="%d" font-weight="bold">%s</text>`+"\n", y+caseH-6, esc(r.header))
+			y += caseH
 			continue
 		}
-		color := "#d9822b" // below the 0.7 target
-		switch {
-		case *s.Ratio >= 1:
-			color = "#2e8540"
-		case *s.Ratio >= 0.7:
-			color = "#2b6cb0"
+		s := r.s
+		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", labelW-8, y+barH/2+4, esc(s.Target))
+		if s.Ratio == nil {
+			fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#b00020">failed (%s)</text>`+"\n", labelW+6, y+barH/2+4, esc(strings.TrimPrefix(s.Status, "FAILED: ")))
+			y += rowH
+			continue
 		}
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"/>`+"\n", labelW, y, x(*s.Ratio)-labelW, barH, color)
-		for _, r := range s.RoundRatios {
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#111" stroke-width="1.5"/>`+"\n", x(r), y-2, x(r), y+barH+2)
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"/>`+"\n", labelW, y, x(*s.Ratio)-labelW, barH, color[s.Target])
+		for _, rr := range s.RoundRatios {
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#111" stroke-width="1.5"/>`+"\n", x(rr), y-2, x(rr), y+barH+2)
 		}
 		label := fmt.Sprintf("%.2f", *s.Ratio)
 		if s.Status != "ok" {
@@ -84,10 +141,11 @@ func ratioSVG(sums []caseSummary, title string) string {
 			label += " *"
 		}
 		end := *s.Ratio
-		for _, r := range s.RoundRatios {
-			end = math.Max(end, r)
+		for _, rr := range s.RoundRatios {
+			end = math.Max(end, rr)
 		}
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-weight="bold">%s</text>`+"\n", x(end)+8, y+barH/2+4, esc(label))
+		y += rowH
 	}
 	for _, ref := range []struct {
 		r     float64
@@ -98,7 +156,7 @@ func ratioSVG(sums []caseSummary, title string) string {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="%s" font-size="11">%s</text>`+"\n", x(ref.r), plotTop-4, ref.color, ref.label)
 	}
 	if replicas {
-		fmt.Fprintf(&b, `<text x="10" y="%d" fill="#555">* gateway side on two servers (primary + replica, replica_reads on), direct side on the primary alone; sysbench --skip-trx=on</text>`+"\n", plotBottom+36)
+		fmt.Fprintf(&b, `<text x="10" y="%d" fill="#555">* read_only_replicas: gateway on two servers (primary + replica, replica_reads on), direct on the primary alone; sysbench --skip-trx=on</text>`+"\n", plotBottom+36)
 	}
 	b.WriteString("</svg>\n")
 	return b.String()

@@ -6,12 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,8 +32,37 @@ type settings struct {
 	CaseFilter string `json:"case_filter,omitempty"`
 	CPUProfile bool   `json:"gateway_cpuprofile"`
 	Gateway    string `json:"gateway_binary"`
-	ResultsDir string `json:"-"`
+	Gorelay    string `json:"gorelay_binary"`
+	// Targets are what sysbench runs against in every round of a case, in
+	// this order: direct first, then the proxies and peers.
+	Targets    []string `json:"targets"`
+	Peers      []peer   `json:"peers,omitempty"`
+	ResultsDir string   `json:"-"`
 }
+
+// Built-in targets. Peers add their own names.
+const (
+	targetDirect  = "direct"  // the MariaDB primary
+	targetHAProxy = "haproxy" // HAProxy in TCP mode in front of the primary
+	targetGorelay = "gorelay" // e2e/bench/cmd/gorelay in front of the primary
+	targetGateway = "gateway" // the gateway of the case (main, mux or replicas)
+)
+
+var builtinTargets = []string{targetDirect, targetHAProxy, targetGorelay, targetGateway}
+
+// peer is an external endpoint the user runs (a ProxySQL, ...), which must
+// forward to the benchmark's primary.
+type peer struct {
+	Name     string `json:"name"`
+	Addr     string `json:"addr"`
+	User     string `json:"user"`
+	Password string `json:"-"`
+	// PID is the peer's process, whose CPU is measured like a proxy's; 0:
+	// not measured.
+	PID int `json:"pid,omitempty"`
+}
+
+func (p peer) target() target { return target{addr: p.Addr, user: p.User, password: p.Password} }
 
 // benchCase is one comparison: a sysbench workload at a thread count and
 // prepared-statement mode, run directly and through one of the gateways.
@@ -40,8 +71,10 @@ type benchCase struct {
 	Workload string `json:"workload"`
 	PSMode   string `json:"ps_mode"`
 	Threads  int    `json:"threads"`
-	// Gateway is "main" (pool 64), "mux" (pool 32) or "replicas" (pool 64
-	// per backend, replica_reads on).
+	// Targets run in every round, in this order; direct is first.
+	Targets []string `json:"targets"`
+	// Gateway is the gateway of the gateway target: "main" (pool 64),
+	// "mux" (pool 32) or "replicas" (pool 64 per backend, replica_reads on).
 	Gateway  string `json:"gateway"`
 	PoolSize int    `json:"gateway_pool_size"`
 	// ReplicaReads: the gateway sends reads to the replica (replica_reads:
@@ -203,6 +236,11 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	fs.StringVar(&s.CaseFilter, "cases", getenv("BENCH_CASES"), "run only cases whose name matches this regexp, e.g. 'point_select' or 'replicas' (env BENCH_CASES)")
 	fs.BoolVar(&s.CPUProfile, "cpuprofile", envBool("BENCH_CPUPROFILE"), "pass --cpuprofile to the gateways; profiles go to the results dir (env BENCH_CPUPROFILE=1)")
 	fs.StringVar(&s.Gateway, "gateway", "bin/gateway", "gateway binary")
+	fs.StringVar(&s.Gorelay, "gorelay", "bin/gorelay", "gorelay binary (go build -o bin/gorelay ./e2e/bench/cmd/gorelay)")
+	targets := fs.String("targets", getenv("BENCH_TARGETS"), "comma-separated targets run in every round: direct (always run), haproxy, gorelay, gateway and peer names; "+
+		"default direct,haproxy,gorelay,gateway and every peer (env BENCH_TARGETS)")
+	peers := fs.String("peers", getenv("BENCH_PEERS"), "external endpoints forwarding to the benchmark's primary, as name=[user:password@]host:port[#pid],...; "+
+		"credentials default to gateway:secret, #pid measures that process's CPU (env BENCH_PEERS)")
 	fs.StringVar(&s.ResultsDir, "results", "results", "parent of the results/<timestamp> directory")
 	if err := fs.Parse(args); err != nil {
 		return s, err
@@ -213,18 +251,104 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	if s.Seconds < 1 || s.Rounds < 1 || s.Tables < 1 || s.TableSize < 1 {
 		return s, errors.New("-time, -rounds, -tables and -table-size must be positive")
 	}
+	if s.Peers, err = parsePeers(*peers); err != nil {
+		return s, fmt.Errorf("-peers: %w", err)
+	}
+	if s.Targets, err = parseTargets(*targets, s.Peers); err != nil {
+		return s, fmt.Errorf("-targets: %w", err)
+	}
 	return s, nil
 }
 
+var peerName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// parsePeers reads -peers: name=[user:password@]host:port[#pid], comma
+// separated.
+func parsePeers(v string) ([]peer, error) {
+	var out []peer
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, rest, ok := strings.Cut(item, "=")
+		if !ok || !peerName.MatchString(name) {
+			return nil, fmt.Errorf("%q: want name=[user:password@]host:port[#pid], the name of letters, digits, _ and -", item)
+		}
+		if slices.Contains(builtinTargets, name) || slices.ContainsFunc(out, func(p peer) bool { return p.Name == name }) {
+			return nil, fmt.Errorf("%q: the name %s is taken", item, name)
+		}
+		p := peer{Name: name, User: "gateway", Password: "secret"}
+		if i := strings.LastIndexByte(rest, '#'); i >= 0 {
+			pid, err := strconv.Atoi(rest[i+1:])
+			if err != nil || pid < 1 {
+				return nil, fmt.Errorf("%q: #%s is not a PID", item, rest[i+1:])
+			}
+			p.PID, rest = pid, rest[:i]
+		}
+		if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+			cred := rest[:i]
+			p.User, p.Password, _ = strings.Cut(cred, ":")
+			rest = rest[i+1:]
+			if p.User == "" {
+				return nil, fmt.Errorf("%q: empty user", item)
+			}
+		}
+		host, port, err := net.SplitHostPort(rest)
+		if err != nil || host == "" {
+			return nil, fmt.Errorf("%q: %q is not host:port", item, rest)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("%q: bad port %q", item, port)
+		}
+		p.Addr = rest
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// parseTargets reads -targets; empty means the built-in targets and every
+// peer. direct always runs, first: the ratios are to it.
+func parseTargets(v string, peers []peer) ([]string, error) {
+	var names []string
+	if strings.TrimSpace(v) == "" {
+		names = slices.Clone(builtinTargets)
+		for _, p := range peers {
+			names = append(names, p.Name)
+		}
+	} else {
+		names = strings.Split(v, ",")
+	}
+	out := []string{targetDirect}
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if n == "" || slices.Contains(out, n) {
+			continue
+		}
+		if !slices.Contains(builtinTargets, n) && !slices.ContainsFunc(peers, func(p peer) bool { return p.Name == n }) {
+			return nil, fmt.Errorf("unknown target %q: want direct, haproxy, gorelay, gateway or a name from -peers", n)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
 // buildCases lists the cases of a full or quick run, filtered by
-// s.CaseFilter. The replica-read cases follow the read_only ones: no case
-// before them writes, so the replica has nothing to catch up on. Quick runs
-// leave them out (with them a quick run would take more than three
-// minutes); -cases replicas runs them alone.
+// s.CaseFilter, each with the targets it runs. The replica-read cases
+// follow the read_only ones: no case before them writes, so the replica has
+// nothing to catch up on. They run direct and the gateway only (a relay or
+// peer forwards to the primary: it would repeat the read_only rows), and
+// not at all without the gateway target. Quick runs leave them out (with
+// them a quick run would take minutes more); -cases replicas runs them
+// alone.
 func buildCases(s settings) ([]benchCase, error) {
 	workloads := []string{"oltp_point_select", "oltp_read_only", "oltp_read_write"}
 	threads := []int{8, 64}
-	mux, replicas := true, true
+	targets := s.Targets
+	if len(targets) == 0 {
+		targets = builtinTargets
+	}
+	mux, replicas := true, slices.Contains(targets, targetGateway)
 	if s.Quick {
 		workloads = []string{"oltp_point_select", "oltp_read_write"}
 		threads = []int{8}
@@ -236,7 +360,7 @@ func buildCases(s settings) ([]benchCase, error) {
 			for _, ps := range []string{"auto", "disable"} {
 				all = append(all, benchCase{
 					Name:     fmt.Sprintf("%s ps=%s t=%d", strings.TrimPrefix(w, "oltp_"), ps, t),
-					Workload: w, PSMode: ps, Threads: t, Gateway: "main", PoolSize: mainPoolSize,
+					Workload: w, PSMode: ps, Threads: t, Targets: targets, Gateway: "main", PoolSize: mainPoolSize,
 				})
 			}
 		}
@@ -244,7 +368,7 @@ func buildCases(s settings) ([]benchCase, error) {
 			for _, ps := range []string{"auto", "disable"} {
 				all = append(all, benchCase{
 					Name:     fmt.Sprintf("read_only_replicas ps=%s t=%d", ps, replicaThreads),
-					Workload: "oltp_read_only", PSMode: ps, Threads: replicaThreads,
+					Workload: "oltp_read_only", PSMode: ps, Threads: replicaThreads, Targets: []string{targetDirect, targetGateway},
 					Gateway: "replicas", PoolSize: mainPoolSize, ReplicaReads: true, SkipTrx: true,
 				})
 			}
@@ -254,7 +378,7 @@ func buildCases(s settings) ([]benchCase, error) {
 		for _, ps := range []string{"auto", "disable"} {
 			all = append(all, benchCase{
 				Name:     fmt.Sprintf("mux point_select ps=%s t=%d pool=%d", ps, muxThreads, muxPoolSize),
-				Workload: "oltp_point_select", PSMode: ps, Threads: muxThreads, Gateway: "mux", PoolSize: muxPoolSize,
+				Workload: "oltp_point_select", PSMode: ps, Threads: muxThreads, Targets: targets, Gateway: "mux", PoolSize: muxPoolSize,
 			})
 		}
 	}
@@ -275,6 +399,9 @@ func buildCases(s settings) ([]benchCase, error) {
 		if s.Quick {
 			return nil, fmt.Errorf("-cases %q matches none of the quick run's cases (the read_only, 64-thread, mux and replica-read cases need a full run: unset BENCH_QUICK)", s.CaseFilter)
 		}
+		if !replicas {
+			return nil, fmt.Errorf("-cases %q matches none of the cases (the replica-read cases need the gateway target)", s.CaseFilter)
+		}
 		return nil, fmt.Errorf("-cases %q matches none of the cases", s.CaseFilter)
 	}
 	return out, nil
@@ -294,11 +421,14 @@ type bench struct {
 	// replicating is whether the replica's replication threads run: only
 	// for the replica-read cases (see syncReplica).
 	replicating bool
-	gateways    map[string]*gatewayProc
-	runs        []runResult
-	prepareS    float64
-	overhead    []float64 // wall time beyond --time of successful runs, for the ETA
-	warnings    []string  // problems that did not stop the benchmark
+	// proxies are the processes sbbench runs in front of MariaDB, by
+	// name: gateway-main, gateway-mux, gateway-replicas, haproxy, gorelay.
+	proxies  map[string]*proxyProc
+	haproxy  string // binary
+	runs     []runResult
+	prepareS float64
+	overhead []float64 // wall time beyond --time of successful runs, for the ETA
+	warnings []string  // problems that did not stop the benchmark
 }
 
 // warn logs a problem that does not invalidate the measurements (a process
@@ -312,26 +442,26 @@ func (b *bench) warn(err error) {
 // returns, whatever happens.
 func (b *bench) main(ctx context.Context) (err error) {
 	if _, err := exec.LookPath("sysbench"); err != nil {
-		return errors.New("sysbench is not installed: run e2e/local/deps.sh --with-sysbench (as root)")
+		return errors.New("sysbench is not installed: run e2e/local/deps.sh --with-bench (as root)")
 	}
-	gwBin, err := filepath.Abs(b.s.Gateway)
-	if err != nil {
+	if err := b.findBinaries(); err != nil {
 		return err
 	}
-	if st, err := os.Stat(gwBin); err != nil || st.IsDir() {
-		return fmt.Errorf("gateway binary %s is missing: run make build", gwBin)
-	}
-	b.s.Gateway = gwBin
 	if err := b.makeDir(); err != nil {
 		return err
 	}
 	raiseFileLimit()
 
-	totalRuns := len(b.cases) * b.s.Rounds * 2
+	totalRuns := b.totalRuns()
 	logf("results: %s", b.dir)
-	logf("%d cases x %d rounds x 2 sides = %d runs of %ds; %d tables x %d rows; about %s in all",
-		len(b.cases), b.s.Rounds, totalRuns, b.s.Seconds, b.s.Tables, b.s.TableSize,
+	logf("%d cases x %d rounds x targets %s = %d runs of %ds; %d tables x %d rows; about %s in all",
+		len(b.cases), b.s.Rounds, strings.Join(b.s.Targets, ", "), totalRuns, b.s.Seconds, b.s.Tables, b.s.TableSize,
 		fmtDuration(time.Duration(totalRuns)*b.perRun()+10*time.Second))
+	for _, p := range b.s.Peers {
+		if !slices.Contains(b.s.Targets, p.Name) {
+			logf("peer %s is not in -targets: not run", p.Name)
+		}
+	}
 
 	logf("starting MariaDB: a primary and a replica")
 	users := []mariadbtest.User{{Name: "gateway", Password: "secret", Grants: backendGrants}}
@@ -363,11 +493,11 @@ func (b *bench) main(ctx context.Context) (err error) {
 		b.db.Addr(), b.db.PID(), b.db.Dir, b.replica.Addr(), b.replica.PID(), b.replica.Dir)
 	b.collectEnv()
 
-	b.gateways = map[string]*gatewayProc{}
+	b.proxies = map[string]*proxyProc{}
 	defer func() {
-		for _, name := range []string{"replicas", "mux", "main"} {
-			if g := b.gateways[name]; g != nil && g.running() {
-				logf("stopping gateway %s (pid %d)", name, g.pid())
+		for _, name := range []string{"gateway-replicas", "gateway-mux", "gateway-main", targetGorelay, targetHAProxy} {
+			if g := b.proxies[name]; g != nil && g.running() {
+				logf("stopping %s (pid %d)", name, g.pid())
 				if serr := g.stop(); serr != nil {
 					b.warn(serr)
 				}
@@ -375,6 +505,12 @@ func (b *bench) main(ctx context.Context) (err error) {
 		}
 	}()
 
+	if err := b.waitPeers(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	if err := b.prepare(ctx); err != nil {
 		return err
 	}
@@ -388,15 +524,15 @@ func (b *bench) main(ctx context.Context) (err error) {
 			return err
 		}
 		for round := 1; round <= b.s.Rounds; round++ {
-			for _, side := range []string{"direct", "gateway"} {
+			for _, tgt := range c.Targets {
 				if ctx.Err() != nil {
 					return nil
 				}
 				runNo++
 				eta := time.Duration(totalRuns-runNo+1) * b.perRun()
 				logf("[%d/%d] case %d/%d %s: round %d/%d %s (ETA %s)",
-					runNo, totalRuns, ci+1, len(b.cases), c.Name, round, b.s.Rounds, side, fmtDuration(eta))
-				r, err := b.runOne(ctx, c, side, round, runNo)
+					runNo, totalRuns, ci+1, len(b.cases), c.Name, round, b.s.Rounds, tgt, fmtDuration(eta))
+				r, err := b.runOne(ctx, c, tgt, round, runNo)
 				if err != nil {
 					return err
 				}
@@ -419,6 +555,90 @@ func (b *bench) main(ctx context.Context) (err error) {
 		}
 	}
 	return nil
+}
+
+// findBinaries checks that the binaries of the selected targets exist and
+// makes their paths absolute.
+func (b *bench) findBinaries() error {
+	for _, bin := range []struct {
+		target, flag string
+		path         *string
+		build        string
+	}{
+		{targetGateway, "-gateway", &b.s.Gateway, "make build"},
+		{targetGorelay, "-gorelay", &b.s.Gorelay, "go build -o bin/gorelay ./e2e/bench/cmd/gorelay"},
+	} {
+		if !slices.Contains(b.s.Targets, bin.target) {
+			continue
+		}
+		abs, err := filepath.Abs(*bin.path)
+		if err != nil {
+			return err
+		}
+		if st, err := os.Stat(abs); err != nil || st.IsDir() {
+			return fmt.Errorf("%s binary %s (%s) is missing: run %s", bin.target, abs, bin.flag, bin.build)
+		}
+		*bin.path = abs
+	}
+	if slices.Contains(b.s.Targets, targetHAProxy) {
+		// Debian installs it in /usr/sbin, outside a normal user's PATH.
+		path, err := exec.LookPath("haproxy")
+		if err != nil {
+			if _, serr := os.Stat("/usr/sbin/haproxy"); serr != nil {
+				return errors.New("haproxy is not installed: run e2e/local/deps.sh --with-bench (as root), or leave it out of -targets")
+			}
+			path = "/usr/sbin/haproxy"
+		}
+		b.haproxy = path
+	}
+	return nil
+}
+
+// peerWait is how long waitPeers waits for each peer to reach the primary.
+const peerWait = 3 * time.Minute
+
+// waitPeers waits until every peer target logs in and forwards to the
+// benchmark's primary (its @@datadir is the primary's): the primary's
+// port is new in every run, so a peer must be pointed at it after sbbench
+// has started MariaDB and printed its address.
+func (b *bench) waitPeers(ctx context.Context) error {
+	want := filepath.Clean(b.db.DataDir)
+	for _, p := range b.s.Peers {
+		if !slices.Contains(b.s.Targets, p.Name) {
+			continue
+		}
+		if p.PID > 0 {
+			if _, err := cpuTicks(p.PID); err != nil {
+				return fmt.Errorf("peer %s: pid %d: %w", p.Name, p.PID, err)
+			}
+		}
+		logf("peer %s on %s: waiting up to %s until it forwards to the primary %s", p.Name, p.Addr, peerWait, b.db.Addr())
+		if err := waitForward(ctx, p.target(), want, peerWait); err != nil {
+			return fmt.Errorf("peer %s on %s does not forward to the primary %s: %w", p.Name, p.Addr, b.db.Addr(), err)
+		}
+		logf("peer %s forwards to the primary", p.Name)
+	}
+	return nil
+}
+
+// waitForward queries SELECT @@datadir through t every second until it
+// answers want, ctx ends or limit passes.
+func waitForward(ctx context.Context, t target, want string, limit time.Duration) error {
+	db, err := openDB(t)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return retry(ctx, limit, time.Second, nil, func(ctx context.Context) error {
+		var dir string
+		if err := db.QueryRowContext(ctx, "SELECT @@datadir").Scan(&dir); err != nil {
+			return err
+		}
+		if filepath.Clean(dir) != want {
+			return fmt.Errorf("it reaches a server with datadir %s, not %s", dir, want)
+		}
+		return nil
+	})
 }
 
 // perRun estimates the wall time of one run, for progress messages.
@@ -489,7 +709,12 @@ func (b *bench) collectEnv() {
 		return strings.TrimSpace(string(o))
 	}
 	b.env["sysbench"] = out("sysbench", "--version")
-	b.env["gateway"] = out(b.s.Gateway, "version")
+	if slices.Contains(b.s.Targets, targetGateway) {
+		b.env["gateway"] = out(b.s.Gateway, "version")
+	}
+	if b.haproxy != "" {
+		b.env["haproxy"], _, _ = strings.Cut(out(b.haproxy, "-v"), "\n")
+	}
 	b.env["go"] = runtime.Version()
 	b.env["cpus"] = strconv.Itoa(runtime.NumCPU())
 	b.env["kernel"] = out("uname", "-sr")
@@ -506,7 +731,7 @@ func (b *bench) collectEnv() {
 	}
 	b.env["mariadbd_flags"] = strings.Join(mariadbArgs, " ")
 	b.env["topology"] = "primary (binary log on, row format, GTID) + one replica (GTID replication, read_only, no binary log); " +
-		"replication runs only for the replica-read cases"
+		"replication runs only for the replica-read cases; haproxy and gorelay forward to the primary; every gateway lists both"
 }
 
 func readFile(path string) string {
@@ -607,20 +832,32 @@ func (b *bench) direct() target {
 	return target{addr: b.db.Addr(), user: "gateway", password: "secret"}
 }
 
-// gateway returns the gateway for case c, started (or restarted after a
-// crash) and ready.
-func (b *bench) gateway(ctx context.Context, c benchCase) (*gatewayProc, string, error) {
-	g := b.gateways[c.Gateway]
+// proxy returns the proxy process of target tgt (haproxy, gorelay or
+// gateway) for case c, started (or restarted after a crash) and ready,
+// with a note when it was restarted.
+func (b *bench) proxy(ctx context.Context, c benchCase, tgt string) (*proxyProc, string, error) {
+	name := tgt
+	if tgt == targetGateway {
+		name = "gateway-" + c.Gateway
+	}
+	g := b.proxies[name]
 	if g == nil {
-		g = &gatewayProc{
-			name: c.Gateway, bin: b.s.Gateway, dir: b.dir, backends: []string{b.db.Addr(), b.replica.Addr()},
-			poolSize: c.PoolSize, replicaReads: c.ReplicaReads, profile: b.s.CPUProfile, user: "app", pwd: "app",
+		g = &proxyProc{kind: tgt, name: name, dir: b.dir, backends: []string{b.db.Addr()}, user: "gateway", pwd: "secret"}
+		switch tgt {
+		case targetGateway:
+			g.bin, g.user, g.pwd = b.s.Gateway, "app", "app"
+			g.backends = append(g.backends, b.replica.Addr())
+			g.poolSize, g.replicaReads, g.profile = c.PoolSize, c.ReplicaReads, b.s.CPUProfile
+		case targetHAProxy:
+			g.bin = b.haproxy
+		case targetGorelay:
+			g.bin = b.s.Gorelay
 		}
-		b.gateways[c.Gateway] = g
+		b.proxies[name] = g
 	}
 	started, restarted, err := g.ensure(ctx)
 	if err != nil {
-		return nil, "", err
+		return g, "", err
 	}
 	note := ""
 	if restarted {
@@ -628,42 +865,58 @@ func (b *bench) gateway(ctx context.Context, c benchCase) (*gatewayProc, string,
 		logf("    %s", note)
 	}
 	if started {
-		logf("    gateway %s (pool %d, replica_reads %s) on %s, pid %d", g.name, g.poolSize, onOff(g.replicaReads), g.addr, g.pid())
+		what := ""
+		if g.kind == targetGateway {
+			what = fmt.Sprintf(" (pool %d, replica_reads %s)", g.poolSize, onOff(g.replicaReads))
+		}
+		logf("    %s%s on %s, pid %d", g.name, what, g.addr, g.pid())
 	}
 	return g, note, nil
 }
 
-// runOne runs sysbench once for case c against side ("direct" or
-// "gateway") and measures it. A failing sysbench is a result, not an
-// error; errors are for what stops the benchmark (MariaDB gone, a gateway
-// that does not start, files that cannot be written).
-func (b *bench) runOne(ctx context.Context, c benchCase, side string, round, runNo int) (runResult, error) {
+// runOne runs sysbench once for case c against target tgt and measures
+// it. A failing sysbench is a result, not an error; errors are for what
+// stops the benchmark (MariaDB gone, a proxy that does not start, files
+// that cannot be written).
+func (b *bench) runOne(ctx context.Context, c benchCase, tgt string, round, runNo int) (runResult, error) {
 	r := runResult{
-		Case: c.Name, Side: side, Round: round, Started: time.Now(),
-		Output: filepath.Join("sysbench", fmt.Sprintf("%03d-%s-%s-r%d.txt", runNo, slug(c.Name), side, round)),
+		Case: c.Name, Target: tgt, Round: round, Started: time.Now(),
+		Output: filepath.Join("sysbench", fmt.Sprintf("%03d-%s-%s-r%d.txt", runNo, slug(c.Name), slug(tgt), round)),
 	}
-	tgt := b.direct()
-	var g *gatewayProc
-	if side == "gateway" {
+	dst := b.direct()
+	var g *proxyProc // the proxy sbbench runs, nil for direct and peers
+	proxyPID := 0
+	switch tgt {
+	case targetDirect:
+	case targetHAProxy, targetGorelay, targetGateway:
 		var err error
-		g, r.GatewayNote, err = b.gateway(ctx, c)
+		g, r.ProxyNote, err = b.proxy(ctx, c, tgt)
 		if err != nil {
 			if ctx.Err() != nil {
 				r.Interrupted = true
 				return r, nil
 			}
-			// A gateway that never came up is a setup problem: stop. One
+			// A proxy that never came up is a setup problem: stop. One
 			// that ran before and does not come back fails this run only;
-			// the next gateway run tries again.
-			if b.gateways[c.Gateway].ready == 0 {
+			// the next run against it tries again.
+			if g.ready == 0 {
 				return r, err
 			}
-			r.Failure = "gateway did not restart: " + err.Error()
+			r.Failure = g.name + " did not restart: " + err.Error()
 			r.WallS = time.Since(r.Started).Seconds()
 			r.Output = ""
 			return r, nil
 		}
-		tgt = target{addr: g.addr, user: g.user, password: g.pwd}
+		dst = target{addr: g.addr, user: g.user, password: g.pwd}
+		proxyPID = g.pid()
+	default:
+		i := slices.IndexFunc(b.s.Peers, func(p peer) bool { return p.Name == tgt })
+		if i < 0 {
+			return r, fmt.Errorf("unknown target %q", tgt)
+		}
+		dst, proxyPID = b.s.Peers[i].target(), b.s.Peers[i].PID
+	}
+	if g != nil && g.kind == targetGateway {
 		if c.ReplicaReads {
 			// Discovery must have seen the replica serving with a known
 			// lag under max_replica_lag, else every read goes to the
@@ -690,17 +943,13 @@ func (b *bench) runOne(ctx context.Context, c benchCase, side string, round, run
 	if c.ReplicaReads {
 		replicaPID = b.replica.PID()
 	}
-	gwPID := 0
-	if g != nil {
-		gwPID = g.pid()
-	}
-	sample := func() cpuSample { return takeSample(mariadbPID, replicaPID, gwPID) }
+	sample := func() cpuSample { return takeSample(mariadbPID, replicaPID, proxyPID) }
 
 	var extra []string
 	if c.SkipTrx {
 		extra = append(extra, "--skip-trx=on")
 	}
-	args := sbArgs(c.Workload, "run", tgt, b.s.Tables, b.s.TableSize, c.Threads, b.s.Seconds, c.PSMode, extra...)
+	args := sbArgs(c.Workload, "run", dst, b.s.Tables, b.s.TableSize, c.Threads, b.s.Seconds, c.PSMode, extra...)
 	hard := time.Duration(b.s.Seconds)*time.Second + 90*time.Second
 	sr, err := runSysbench(ctx, args, filepath.Join(b.dir, r.Output), hard, sample)
 	if err != nil {
@@ -730,7 +979,7 @@ func (b *bench) runOne(ctx context.Context, c benchCase, side string, round, run
 		fail = append(fail, "sysbench reported no queries")
 	}
 	if g != nil && !g.running() {
-		fail = append(fail, fmt.Sprintf("gateway %s exited during the run: %v", g.name, g.waitErr))
+		fail = append(fail, fmt.Sprintf("%s exited during the run: %v", g.name, g.waitErr))
 	}
 	if len(fail) > 0 {
 		if len(o.Fatal) > 0 {
@@ -743,23 +992,22 @@ func (b *bench) runOne(ctx context.Context, c benchCase, side string, round, run
 	r.OK = r.Failure == ""
 
 	if sr.begin.err == nil && sr.end.err == nil && r.Queries > 0 {
-		mcpu := float64(sr.end.mariadb-sr.begin.mariadb) / float64(b.clk)
-		r.MariadbCPUS = &mcpu
-		r.MariadbCPUPer1kQ = ptr(mcpu / float64(r.Queries) * 1000)
-		if g != nil {
-			gcpu := float64(sr.end.gateway-sr.begin.gateway) / float64(b.clk)
-			r.GatewayCPUS = &gcpu
-			r.GatewayCPUPer1kQ = ptr(gcpu / float64(r.Queries) * 1000)
+		perQ := func(ticks int64) (*float64, *float64) {
+			cpu := float64(ticks) / float64(b.clk)
+			return &cpu, ptr(cpu / float64(r.Queries) * 1000)
+		}
+		r.MariadbCPUS, r.MariadbCPUPer1kQ = perQ(sr.end.mariadb - sr.begin.mariadb)
+		r.MachineCPUS, r.MachineCPUPer1kQ = perQ(sr.end.machine - sr.begin.machine)
+		if proxyPID > 0 {
+			r.ProxyCPUS, r.ProxyCPUPer1kQ = perQ(sr.end.proxy - sr.begin.proxy)
 		}
 		if replicaPID > 0 {
-			rcpu := float64(sr.end.replica-sr.begin.replica) / float64(b.clk)
-			r.ReplicaCPUS = &rcpu
-			r.ReplicaCPUPer1kQ = ptr(rcpu / float64(r.Queries) * 1000)
+			r.ReplicaCPUS, r.ReplicaCPUPer1kQ = perQ(sr.end.replica - sr.begin.replica)
 		}
 	} else if err := errors.Join(sr.begin.err, sr.end.err); err != nil {
 		r.CPUNote = "CPU not measured: " + err.Error()
 	}
-	if g != nil && g.running() {
+	if g != nil && g.kind == targetGateway && g.running() {
 		if hwm, err := statusKB(g.pid(), "VmHWM"); err == nil {
 			r.GatewayPeakRSS = &hwm
 		}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,6 +75,40 @@ func parseStatCPU(b []byte) (int64, error) {
 	return utime + stime, nil
 }
 
+// machineBusyTicks returns the busy time of all CPUs since boot, in clock
+// ticks: the "cpu" line of /proc/stat.
+func machineBusyTicks() (int64, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	return parseProcStat(b)
+}
+
+// parseProcStat extracts the busy time from the text of /proc/stat: on the
+// first line ("cpu  user nice system idle iowait irq softirq steal guest
+// guest_nice", summed over CPUs) the total of the first eight fields minus
+// idle and iowait. guest and guest_nice are already counted in user and
+// nice.
+func parseProcStat(b []byte) (int64, error) {
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, fmt.Errorf("malformed /proc/stat: first line %q", line)
+	}
+	var busy int64
+	for i, v := range f[1:min(len(f), 9)] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("malformed /proc/stat: %w", err)
+		}
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return busy, nil
+}
+
 // statusKB returns a "Key:   N kB" value of /proc/PID/status in bytes.
 func statusKB(pid int, key string) (int64, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
@@ -133,20 +168,25 @@ func freeAddr() (string, error) {
 	return addr, l.Close()
 }
 
-// gatewayProc is one gateway process under benchmark, restarted by ensure
-// when it has died.
-type gatewayProc struct {
-	name         string // "main", "mux" or "replicas", part of file names
-	bin          string
-	dir          string   // results dir: config, log and profile go here
-	backends     []string // MariaDB host:port: the primary and the replica
-	poolSize     int      // per backend
+// proxyProc is one proxy process under benchmark, started by sbbench and
+// restarted by ensure when it has died: a gateway, HAProxy or gorelay.
+type proxyProc struct {
+	kind     string // "gateway", "haproxy" or "gorelay"
+	name     string // part of file names and messages: "gateway-main", "haproxy", "gorelay"
+	bin      string
+	dir      string   // results dir: config, log and profile go here
+	backends []string // MariaDB host:port: the gateway's primary and replica, a relay's primary
+	// user and pwd log in through the proxy: the gateway's own account,
+	// the backend account through a relay.
+	user, pwd string
+
+	// Gateways only.
+	poolSize     int // per backend
 	replicaReads bool
 	profile      bool // pass --cpuprofile
-	user, pwd    string
 
 	addr     string
-	httpAddr string // /debug/health
+	httpAddr string // gateways: /debug/health
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	waitErr  error
@@ -155,10 +195,10 @@ type gatewayProc struct {
 	lastExit string // how the previous process ended, when it died on its own
 }
 
-// config is the gateway's YAML for this benchmark. Discovery (health)
-// runs with its defaults; with replica_reads off every statement goes to
-// the primary, as with a single backend.
-func (g *gatewayProc) config() string {
+// gatewayConfig is the gateway's YAML for this benchmark. Discovery
+// (health) runs with its defaults; with replica_reads off every statement
+// goes to the primary, as with a single backend.
+func (g *proxyProc) gatewayConfig() string {
 	quoted := make([]string, len(g.backends))
 	for i, b := range g.backends {
 		quoted[i] = strconv.Quote(b)
@@ -179,14 +219,74 @@ clusters:
 `, g.addr, g.httpAddr, g.user, g.pwd, strings.Join(quoted, ", "), g.poolSize, onOff(g.replicaReads), maxReplicaLag)
 }
 
-func (g *gatewayProc) pid() int {
+// haproxyMaxConn bounds HAProxy's connections (global and per frontend): the
+// 512-thread case needs 512 plus the readiness logins.
+const haproxyMaxConn = 4096
+
+// haproxyConfig is HAProxy's configuration: plain TCP forwarding from listen
+// to backend, timeouts far beyond a run, no logging, nbthread left at its
+// default (one thread per CPU).
+func haproxyConfig(listen, backend string) string {
+	return fmt.Sprintf(`# Written by sbbench (make bench).
+global
+    maxconn %d
+
+defaults
+    mode tcp
+    maxconn %d
+    timeout connect 5s
+    timeout client 1h
+    timeout server 1h
+
+frontend mysql
+    bind %s
+    default_backend primary
+
+backend primary
+    server primary %s
+`, haproxyMaxConn, haproxyMaxConn, listen, backend)
+}
+
+// startArgs writes the proxy's config file, if it has one, and returns its
+// command line.
+func (g *proxyProc) startArgs() ([]string, error) {
+	switch g.kind {
+	case "gateway":
+		var err error
+		if g.httpAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		cfgPath := filepath.Join(g.dir, g.name+".yaml")
+		if err := os.WriteFile(cfgPath, []byte(g.gatewayConfig()), 0o600); err != nil {
+			return nil, err
+		}
+		args := []string{"serve", "--config", cfgPath}
+		if g.profile {
+			args = append(args, "--cpuprofile", filepath.Join(g.dir, fmt.Sprintf("%s-%d.pprof", g.name, g.starts)))
+		}
+		return args, nil
+	case "haproxy":
+		// -db: foreground, no master process, so the PID is the process
+		// that does the work.
+		cfgPath := filepath.Join(g.dir, g.name+".cfg")
+		if err := os.WriteFile(cfgPath, []byte(haproxyConfig(g.addr, g.backends[0])), 0o600); err != nil {
+			return nil, err
+		}
+		return []string{"-db", "-f", cfgPath}, nil
+	case "gorelay":
+		return []string{"-listen", g.addr, "-backend", g.backends[0]}, nil
+	}
+	return nil, fmt.Errorf("unknown proxy kind %q", g.kind)
+}
+
+func (g *proxyProc) pid() int {
 	if g.cmd == nil || !g.running() {
 		return 0
 	}
 	return g.cmd.Process.Pid
 }
 
-func (g *gatewayProc) running() bool {
+func (g *proxyProc) running() bool {
 	if g.exited == nil {
 		return false
 	}
@@ -198,39 +298,32 @@ func (g *gatewayProc) running() bool {
 	}
 }
 
-// ensure starts the gateway if it is not running, on a fresh free port, and
+// ensure starts the proxy if it is not running, on a fresh free port, and
 // waits until it answers a login. It reports whether it started a process,
 // and in restarted whether one had run before and died.
-func (g *gatewayProc) ensure(ctx context.Context) (started, restarted bool, err error) {
+func (g *proxyProc) ensure(ctx context.Context) (started, restarted bool, err error) {
 	if g.running() {
 		return false, false, nil
 	}
 	started = true
 	if g.cmd != nil {
 		restarted = true
-		g.lastExit = fmt.Sprintf("gateway %s (pid %d) had exited: %v", g.name, g.cmd.Process.Pid, g.waitErr)
+		g.lastExit = fmt.Sprintf("%s (pid %d) had exited: %v", g.name, g.cmd.Process.Pid, g.waitErr)
 	}
 	g.starts++
 	if g.addr, err = freeAddr(); err != nil {
 		return started, restarted, err
 	}
-	if g.httpAddr, err = freeAddr(); err != nil {
+	args, err := g.startArgs()
+	if err != nil {
 		return started, restarted, err
 	}
-	cfgPath := fmt.Sprintf("%s/gateway-%s.yaml", g.dir, g.name)
-	if err := os.WriteFile(cfgPath, []byte(g.config()), 0o600); err != nil {
-		return started, restarted, err
-	}
-	logPath := fmt.Sprintf("%s/gateway-%s.log", g.dir, g.name)
+	logPath := filepath.Join(g.dir, g.name+".log")
 	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return started, restarted, err
 	}
-	fmt.Fprintf(logf, "--- sbbench: start %d of gateway %s on %s at %s\n", g.starts, g.name, g.addr, time.Now().Format(time.RFC3339))
-	args := []string{"serve", "--config", cfgPath}
-	if g.profile {
-		args = append(args, "--cpuprofile", fmt.Sprintf("%s/gateway-%s-%d.pprof", g.dir, g.name, g.starts))
-	}
+	fmt.Fprintf(logf, "--- sbbench: start %d of %s on %s at %s\n", g.starts, g.name, g.addr, time.Now().Format(time.RFC3339))
 	cmd := exec.Command(g.bin, args...)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
@@ -247,53 +340,75 @@ func (g *gatewayProc) ensure(ctx context.Context) (started, restarted bool, err 
 		g.waitErr = cmd.Wait()
 		close(exited)
 	}()
-	if err := g.waitReady(ctx); err != nil {
+	if err := waitLogin(ctx, target{addr: g.addr, user: g.user, password: g.pwd}, 30*time.Second, g.exited); err != nil {
+		if !g.running() {
+			err = fmt.Errorf("%w: %v", err, g.waitErr)
+		}
 		g.stop()
-		return started, restarted, fmt.Errorf("gateway %s on %s: %w (log: %s)", g.name, g.addr, err, logPath)
+		return started, restarted, fmt.Errorf("%s on %s: %w (log: %s)", g.name, g.addr, err, logPath)
 	}
 	g.ready++
 	return started, restarted, nil
 }
 
-// waitReady logs in through the gateway until it works, the process exits,
-// ctx ends or 30 s pass. The "accepting MySQL clients" line is logged at
-// info level, which this benchmark turns off.
-func (g *gatewayProc) waitReady(ctx context.Context) error {
-	cfg := mysql.NewConfig()
-	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = g.user, g.pwd, "tcp", g.addr, "sbtest"
-	cfg.Timeout = 2 * time.Second
-	db, err := sql.Open("mysql", cfg.FormatDSN())
+// waitLogin logs in to t (database sbtest) until it works, exited is
+// closed (the process behind t ended; nil for none), ctx ends or limit
+// passes. The gateway's "accepting MySQL clients" line is logged at info
+// level, which this benchmark turns off, and a relay accepts before its
+// backend answers: a login is the one sign of readiness every target gives.
+func waitLogin(ctx context.Context, t target, limit time.Duration, exited <-chan struct{}) error {
+	db, err := openDB(t)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	db.SetMaxIdleConns(0)
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	return retry(ctx, limit, 50*time.Millisecond, exited, db.PingContext)
+}
+
+// retry calls try (each call bounded by 5 s) every interval until it
+// returns nil, exited is closed (nil: never), ctx ends or limit passes,
+// and then returns try's last error.
+func retry(ctx context.Context, limit, interval time.Duration, exited <-chan struct{}, try func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	var last error
 	for {
-		select {
-		case <-g.exited:
-			return fmt.Errorf("exited during start: %v", g.waitErr)
-		case <-ctx.Done():
-			return fmt.Errorf("not ready: %w (last error: %v)", ctx.Err(), last)
-		case <-tick.C:
-		}
-		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
-		last = db.PingContext(pctx)
-		pcancel()
+		tctx, tcancel := context.WithTimeout(ctx, 5*time.Second)
+		last := try(tctx)
+		tcancel()
 		if last == nil {
 			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("the process exited (last error: %w)", last)
+		case <-ctx.Done():
+			return fmt.Errorf("not ready after %s: %w", limit, last)
+		case <-tick.C:
 		}
 	}
 }
 
+// openDB opens a connection pool to t, database sbtest, keeping no idle
+// connection.
+func openDB(t target) (*sql.DB, error) {
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = t.user, t.password, "tcp", t.addr, "sbtest"
+	cfg.Timeout = 2 * time.Second
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxIdleConns(0)
+	return db, nil
+}
+
 // stop sends SIGTERM and waits up to 20 s (the gateway's drain takes up to
 // its 10 s drain_timeout), then SIGKILL. It returns how the process
-// ended; nil when it was not running or exited 0 after SIGTERM.
-func (g *gatewayProc) stop() error {
+// ended; nil when it was not running, or exited 0 or by the SIGTERM after
+// it (gorelay has no handler for it).
+func (g *proxyProc) stop() error {
 	if !g.running() {
 		return nil
 	}
@@ -302,15 +417,24 @@ func (g *gatewayProc) stop() error {
 	defer t.Stop()
 	select {
 	case <-g.exited:
-		if g.waitErr != nil {
-			return fmt.Errorf("gateway %s exited after SIGTERM with %v", g.name, g.waitErr)
+		if g.waitErr != nil && !killedBy(g.cmd, syscall.SIGTERM) {
+			return fmt.Errorf("%s exited after SIGTERM with %v", g.name, g.waitErr)
 		}
 		return nil
 	case <-t.C:
 		_ = g.cmd.Process.Kill()
 		<-g.exited
-		return fmt.Errorf("gateway %s did not stop within 20s of SIGTERM; killed", g.name)
+		return fmt.Errorf("%s did not stop within 20s of SIGTERM; killed", g.name)
 	}
+}
+
+// killedBy reports whether the ended process of cmd died of sig.
+func killedBy(cmd *exec.Cmd, sig syscall.Signal) bool {
+	if cmd.ProcessState == nil {
+		return false
+	}
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
 }
 
 // healthDoc is the part of the gateway's /debug/health the bench reads.
@@ -331,7 +455,7 @@ type healthDoc struct {
 }
 
 // health fetches /debug/health: the decoded document and its raw JSON.
-func (g *gatewayProc) health(ctx context.Context) (*healthDoc, []byte, error) {
+func (g *proxyProc) health(ctx context.Context) (*healthDoc, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+g.httpAddr+"/debug/health", nil)
@@ -385,35 +509,26 @@ func (d *healthDoc) readsFrom(replica string) (ok bool, why string) {
 
 // waitReplica waits until the gateway reads from replica (see readsFrom),
 // ctx ends or limit passes.
-func (g *gatewayProc) waitReplica(ctx context.Context, replica string, limit time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	last := "no answer yet"
-	for {
+func (g *proxyProc) waitReplica(ctx context.Context, replica string, limit time.Duration) error {
+	err := retry(ctx, limit, 100*time.Millisecond, g.exited, func(ctx context.Context) error {
 		d, _, err := g.health(ctx)
-		if err == nil {
-			var ok bool
-			if ok, last = d.readsFrom(replica); ok {
-				return nil
-			}
-		} else {
-			last = err.Error()
+		if err != nil {
+			return err
 		}
-		select {
-		case <-g.exited:
-			return fmt.Errorf("gateway %s exited: %v", g.name, g.waitErr)
-		case <-ctx.Done():
-			return fmt.Errorf("after %s: %s", limit, last)
-		case <-tick.C:
+		if ok, why := d.readsFrom(replica); !ok {
+			return errors.New(why)
 		}
+		return nil
+	})
+	if err != nil && !g.running() {
+		return fmt.Errorf("%s exited: %v", g.name, g.waitErr)
 	}
+	return err
 }
 
 // saveHealth writes /debug/health to path and reports whether the gateway
 // reads from replica.
-func (g *gatewayProc) saveHealth(path, replica string) (bool, error) {
+func (g *proxyProc) saveHealth(path, replica string) (bool, error) {
 	d, raw, err := g.health(context.Background())
 	if raw != nil {
 		if werr := os.WriteFile(path, raw, 0o644); werr != nil && err == nil {

@@ -18,7 +18,7 @@ import (
 // null when the value could not be measured.
 type runResult struct {
 	Case    string    `json:"case"`
-	Side    string    `json:"side"` // "direct" or "gateway"
+	Target  string    `json:"target"` // "direct", "haproxy", "gorelay", "gateway" or a peer
 	Round   int       `json:"round"`
 	Started time.Time `json:"started"`
 	WallS   float64   `json:"wall_s"`
@@ -39,15 +39,19 @@ type runResult struct {
 	// CPU is counted between sysbench's "Threads started!" and its report
 	// when CPUWindowExact, else from its start to its exit. Mariadbd* is
 	// the primary; Replica* the replica's mariadbd, measured in the
-	// replica-read cases only (both sides).
+	// replica-read cases only (every target); Proxy* the proxy process
+	// (haproxy, gorelay, the gateway, a peer given with its PID); Machine*
+	// the busy time of all CPUs (/proc/stat: total - idle - iowait).
 	CPUWindowS       float64  `json:"cpu_window_s"`
 	CPUWindowExact   bool     `json:"cpu_window_exact"`
 	MariadbCPUS      *float64 `json:"mariadbd_cpu_s"`
 	MariadbCPUPer1kQ *float64 `json:"mariadbd_cpu_s_per_1k_queries"`
 	ReplicaCPUS      *float64 `json:"replica_mariadbd_cpu_s,omitempty"`
 	ReplicaCPUPer1kQ *float64 `json:"replica_mariadbd_cpu_s_per_1k_queries,omitempty"`
-	GatewayCPUS      *float64 `json:"gateway_cpu_s,omitempty"`
-	GatewayCPUPer1kQ *float64 `json:"gateway_cpu_s_per_1k_queries,omitempty"`
+	ProxyCPUS        *float64 `json:"proxy_cpu_s,omitempty"`
+	ProxyCPUPer1kQ   *float64 `json:"proxy_cpu_s_per_1k_queries,omitempty"`
+	MachineCPUS      *float64 `json:"machine_cpu_s"`
+	MachineCPUPer1kQ *float64 `json:"machine_cpu_s_per_1k_queries"`
 	CPUNote          string   `json:"cpu_note,omitempty"`
 	// ReplicaWaitS is how long the run waited for the gateway's discovery
 	// to put the replica in its read set; ReplicaNote says when it was
@@ -56,7 +60,7 @@ type runResult struct {
 	ReplicaNote    string  `json:"replica_note,omitempty"`
 	GatewayPeakRSS *int64  `json:"gateway_peak_rss_bytes,omitempty"`
 	RSSNote        string  `json:"rss_note,omitempty"`
-	GatewayNote    string  `json:"gateway_note,omitempty"`
+	ProxyNote      string  `json:"proxy_note,omitempty"`
 	SysbenchCPUS   float64 `json:"sysbench_cpu_s"`
 	Output         string  `json:"output_file"`
 
@@ -78,8 +82,11 @@ func (r runResult) brief() string {
 	if r.ReplicaCPUPer1kQ != nil {
 		s += fmt.Sprintf(", replica %.1f µs/q", *r.ReplicaCPUPer1kQ*1000)
 	}
-	if r.GatewayCPUPer1kQ != nil {
-		s += fmt.Sprintf(", gateway %.1f µs/q", *r.GatewayCPUPer1kQ*1000)
+	if r.ProxyCPUPer1kQ != nil {
+		s += fmt.Sprintf(", proxy %.1f µs/q", *r.ProxyCPUPer1kQ*1000)
+	}
+	if r.MachineCPUPer1kQ != nil {
+		s += fmt.Sprintf(", machine %.1f µs/q", *r.MachineCPUPer1kQ*1000)
 	}
 	if r.GatewayPeakRSS != nil {
 		s += fmt.Sprintf(", gateway peak RSS %.1f MiB", mib(*r.GatewayPeakRSS))
@@ -97,105 +104,95 @@ func firstLines(s string, n int) string {
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
-// caseSummary condenses a case's runs: medians over the successful runs of
-// each side, the ratio as the median of per-round gateway/direct ratios
-// (rounds where both sides succeeded).
-type caseSummary struct {
-	benchCase
-	DirectQPS         *float64  `json:"direct_qps"`
-	GatewayQPS        *float64  `json:"gateway_qps"`
-	Ratio             *float64  `json:"ratio"`
+// targetSummary condenses the runs of one target in one case: medians
+// over its successful runs, the ratio as the median of per-round
+// target/direct QPS ratios (rounds where both succeeded).
+type targetSummary struct {
+	Case              string    `json:"case"`
+	Target            string    `json:"target"`
+	ReplicaReads      bool      `json:"replica_reads"`
+	QPS               *float64  `json:"qps"`
+	Ratio             *float64  `json:"ratio_to_direct"`
 	RoundRatios       []float64 `json:"round_ratios"`
-	DirectP95Ms       *float64  `json:"direct_p95_ms"`
-	GatewayP95Ms      *float64  `json:"gateway_p95_ms"`
-	GatewayUSPerQ     *float64  `json:"gateway_cpu_us_per_query"`
-	MariadbUSPerQDir  *float64  `json:"mariadbd_cpu_us_per_query_direct"`
-	MariadbUSPerQGw   *float64  `json:"mariadbd_cpu_us_per_query_gateway"`
-	ReplicaUSPerQGw   *float64  `json:"replica_mariadbd_cpu_us_per_query_gateway"`
-	DirectErrors      int64     `json:"direct_ignored_errors"`
-	GatewayErrors     int64     `json:"gateway_ignored_errors"`
-	DirectRuns        int       `json:"direct_runs"`
-	GatewayRuns       int       `json:"gateway_runs"`
-	DirectFailed      int       `json:"direct_failed"`
-	GatewayFailed     int       `json:"gateway_failed"`
-	GatewayPeakRSSMiB *float64  `json:"gateway_peak_rss_mib"`
+	P95Ms             *float64  `json:"p95_ms"`
+	ProxyUSPerQ       *float64  `json:"proxy_cpu_us_per_query"`
+	MariadbUSPerQ     *float64  `json:"mariadbd_cpu_us_per_query"`
+	ReplicaUSPerQ     *float64  `json:"replica_mariadbd_cpu_us_per_query"`
+	MachineUSPerQ     *float64  `json:"machine_cpu_us_per_query"`
+	Errors            int64     `json:"ignored_errors"`
+	Runs              int       `json:"runs"`
+	Failed            int       `json:"failed"`
+	GatewayPeakRSSMiB *float64  `json:"gateway_peak_rss_mib,omitempty"`
 	Status            string    `json:"status"`
-	DirectFailures    []string  `json:"direct_failures,omitempty"`
-	GatewayFailures   []string  `json:"gateway_failures,omitempty"`
+	Failures          []string  `json:"failures,omitempty"`
 	ReplicaNotes      []string  `json:"replica_notes,omitempty"`
 }
 
-func summarize(cases []benchCase, runs []runResult) []caseSummary {
-	var out []caseSummary
+// summarize returns one row per case and target, in the order of cases
+// and of each case's targets.
+func summarize(cases []benchCase, runs []runResult) []targetSummary {
+	var out []targetSummary
 	for _, c := range cases {
-		s := caseSummary{benchCase: c}
-		directByRound, gatewayByRound := map[int]float64{}, map[int]float64{}
-		var dq, gq, dp, gp, gcpu, mcd, mcg, rcg []float64
-		var rss *float64
+		directByRound := map[int]float64{}
 		for _, r := range runs {
-			if r.Case != c.Name {
-				continue
-			}
-			if r.Side == "direct" {
-				s.DirectRuns++
-				s.DirectErrors += r.IgnoredErrors
-				if !r.OK {
-					s.DirectFailed++
-					s.DirectFailures = addFailure(s.DirectFailures, r.Failure)
-					continue
-				}
+			if r.Case == c.Name && r.Target == targetDirect && r.OK {
 				directByRound[r.Round] = r.QPS
-				dq, dp = append(dq, r.QPS), append(dp, r.P95Ms)
-				if r.MariadbCPUPer1kQ != nil {
-					mcd = append(mcd, *r.MariadbCPUPer1kQ*1000)
-				}
-				continue
-			}
-			s.GatewayRuns++
-			s.GatewayErrors += r.IgnoredErrors
-			if r.GatewayPeakRSS != nil && (rss == nil || mib(*r.GatewayPeakRSS) > *rss) {
-				rss = ptr(mib(*r.GatewayPeakRSS))
-			}
-			if !r.OK {
-				s.GatewayFailed++
-				s.GatewayFailures = addFailure(s.GatewayFailures, r.Failure)
-				continue
-			}
-			gatewayByRound[r.Round] = r.QPS
-			gq, gp = append(gq, r.QPS), append(gp, r.P95Ms)
-			if r.GatewayCPUPer1kQ != nil {
-				gcpu = append(gcpu, *r.GatewayCPUPer1kQ*1000)
-			}
-			if r.MariadbCPUPer1kQ != nil {
-				mcg = append(mcg, *r.MariadbCPUPer1kQ*1000)
-			}
-			if r.ReplicaCPUPer1kQ != nil {
-				rcg = append(rcg, *r.ReplicaCPUPer1kQ*1000)
-			}
-			if r.ReplicaNote != "" {
-				s.ReplicaNotes = addFailure(s.ReplicaNotes, r.ReplicaNote)
 			}
 		}
-		rounds := make([]int, 0, len(directByRound))
-		for round := range directByRound {
-			rounds = append(rounds, round)
+		for _, t := range c.Targets {
+			out = append(out, summarizeTarget(c, t, runs, directByRound))
 		}
-		sort.Ints(rounds)
-		for _, round := range rounds {
-			d := directByRound[round]
-			if g, ok := gatewayByRound[round]; ok && d > 0 {
-				s.RoundRatios = append(s.RoundRatios, g/d)
-			}
-		}
-		s.DirectQPS, s.GatewayQPS, s.Ratio = median(dq), median(gq), median(s.RoundRatios)
-		s.DirectP95Ms, s.GatewayP95Ms = median(dp), median(gp)
-		s.GatewayUSPerQ, s.MariadbUSPerQDir, s.MariadbUSPerQGw = median(gcpu), median(mcd), median(mcg)
-		s.ReplicaUSPerQGw = median(rcg)
-		s.GatewayPeakRSSMiB = rss
-		s.Status = status(s)
-		out = append(out, s)
 	}
 	return out
+}
+
+func summarizeTarget(c benchCase, tgt string, runs []runResult, directByRound map[int]float64) targetSummary {
+	s := targetSummary{Case: c.Name, Target: tgt, ReplicaReads: c.ReplicaReads}
+	byRound := map[int]float64{}
+	var qps, p95, proxy, db, replica, machine []float64
+	us := func(list []float64, per1k *float64) []float64 {
+		if per1k == nil {
+			return list
+		}
+		return append(list, *per1k*1000)
+	}
+	for _, r := range runs {
+		if r.Case != c.Name || r.Target != tgt {
+			continue
+		}
+		s.Runs++
+		s.Errors += r.IgnoredErrors
+		if r.GatewayPeakRSS != nil && (s.GatewayPeakRSSMiB == nil || mib(*r.GatewayPeakRSS) > *s.GatewayPeakRSSMiB) {
+			s.GatewayPeakRSSMiB = ptr(mib(*r.GatewayPeakRSS))
+		}
+		if !r.OK {
+			s.Failed++
+			s.Failures = addFailure(s.Failures, r.Failure)
+			continue
+		}
+		byRound[r.Round] = r.QPS
+		qps, p95 = append(qps, r.QPS), append(p95, r.P95Ms)
+		proxy, db = us(proxy, r.ProxyCPUPer1kQ), us(db, r.MariadbCPUPer1kQ)
+		replica, machine = us(replica, r.ReplicaCPUPer1kQ), us(machine, r.MachineCPUPer1kQ)
+		if r.ReplicaNote != "" {
+			s.ReplicaNotes = addFailure(s.ReplicaNotes, r.ReplicaNote)
+		}
+	}
+	rounds := make([]int, 0, len(byRound))
+	for round := range byRound {
+		rounds = append(rounds, round)
+	}
+	sort.Ints(rounds)
+	for _, round := range rounds {
+		if d, ok := directByRound[round]; ok && d > 0 {
+			s.RoundRatios = append(s.RoundRatios, byRound[round]/d)
+		}
+	}
+	s.QPS, s.Ratio, s.P95Ms = median(qps), median(s.RoundRatios), median(p95)
+	s.ProxyUSPerQ, s.MariadbUSPerQ = median(proxy), median(db)
+	s.ReplicaUSPerQ, s.MachineUSPerQ = median(replica), median(machine)
+	s.Status = status(s)
+	return s
 }
 
 // addFailure appends f unless list holds it already.
@@ -206,21 +203,14 @@ func addFailure(list []string, f string) []string {
 	return append(list, f)
 }
 
-func status(s caseSummary) string {
+func status(s targetSummary) string {
 	switch {
-	case s.DirectRuns+s.GatewayRuns == 0:
+	case s.Runs == 0:
 		return "not run"
-	case s.DirectFailed == 0 && s.GatewayFailed == 0:
+	case s.Failed == 0:
 		return "ok"
 	}
-	var parts []string
-	if s.GatewayFailed > 0 {
-		parts = append(parts, fmt.Sprintf("gateway %d/%d failed", s.GatewayFailed, s.GatewayRuns))
-	}
-	if s.DirectFailed > 0 {
-		parts = append(parts, fmt.Sprintf("direct %d/%d failed", s.DirectFailed, s.DirectRuns))
-	}
-	return "FAILED: " + strings.Join(parts, ", ")
+	return fmt.Sprintf("FAILED: %d/%d runs", s.Failed, s.Runs)
 }
 
 // median returns nil for no values.
@@ -253,45 +243,50 @@ var columns = []struct {
 	left     bool
 }{
 	{"case", "case", true},
-	{"direct QPS", "direct QPS", false},
-	{"gw QPS", "gateway QPS", false},
-	{"gw/direct", "gw/direct", false},
-	{"p95ms d", "p95 ms direct", false},
-	{"p95ms gw", "p95 ms gateway", false},
-	{"gw µs/q", "gateway µs CPU/query", false},
-	{"db µs/q d", "mariadbd µs CPU/query direct", false},
-	{"db µs/q gw", "primary mariadbd µs CPU/query via gateway", false},
-	{"rep µs/q gw", "replica mariadbd µs CPU/query via gateway", false},
-	{"err d/gw", "errors direct/gateway", false},
+	{"target", "target", true},
+	{"QPS", "QPS", false},
+	{"×direct", "×direct", false},
+	{"p95 ms", "p95 ms", false},
+	{"proxy µs/q", "proxy µs CPU/query", false},
+	{"db µs/q", "mariadbd µs CPU/query", false},
+	{"rep µs/q", "replica mariadbd µs CPU/query", false},
+	{"machine µs/q", "machine µs CPU/query", false},
+	{"errors", "ignored errors", false},
 	{"gw RSS MiB", "gateway peak RSS MiB", false},
 	{"status", "status", true},
 }
 
-const tableLegend = `gw/direct: median over rounds of gateway QPS / direct QPS (1.00 = as fast as direct).
-p95ms: sysbench's 95th percentile latency per event. gw µs/q: gateway CPU per query; db µs/q: the primary
-mariadbd's CPU per query, direct (d) and through the gateway (gw); rep µs/q gw: the replica mariadbd's, through
-the gateway; from /proc/PID/stat over the run. err: sysbench ignored errors, summed. gw RSS: gateway VmHWM
-during the case. Values are medians over the successful runs.
-Every gateway lists the primary and the replica. read_only_replicas cases: the gateway side uses TWO servers
-(replica_reads: on, so reads go to the replica, the primary is the fallback), the direct side the primary
-alone; both run sysbench --skip-trx=on (the gateway keeps reads inside a transaction on the primary). Other
-cases: replica_reads off and replication paused, every statement goes to the primary, like direct.`
+const tableLegend = `Targets, each run in every round, in this order: direct = the MariaDB primary; haproxy = HAProxy in TCP mode
+in front of it; gorelay = a minimal Go TCP relay (io.Copy per direction: the floor of a Go proxy); gateway = the
+gateway; any other name = a peer given with -peers (an endpoint you run, forwarding to the primary).
+×direct: median over rounds of the target's QPS / direct QPS in the same round (1.00 = as fast as direct).
+p95 ms: sysbench's 95th percentile latency per event. CPU per query, from /proc over sysbench's measured window:
+proxy = the proxy process (haproxy, gorelay, the gateway; a peer only when given with #pid); db = the primary
+mariadbd; rep = the replica mariadbd (read_only_replicas cases only); machine = the busy time of ALL CPUs
+(/proc/stat: total - idle - iowait): sysbench, MariaDB, the proxy and anything else running on the machine.
+machine minus direct's machine is what a target costs the machine per query; gateway minus gorelay proxy
+µs/q is what the gateway spends above the floor of a Go relay. errors: sysbench ignored errors, summed.
+gw RSS: gateway VmHWM during the case. Values are medians over the successful runs.
+Every gateway lists the primary and the replica. read_only_replicas cases run direct and the gateway only (a
+relay would forward to the primary and repeat the read_only rows): the gateway uses TWO servers (replica_reads:
+on, reads go to the replica, the primary is the fallback), direct the primary alone; both run sysbench
+--skip-trx=on (the gateway keeps reads inside a transaction on the primary). Other cases: replica_reads off and
+replication paused, every target sends every statement to the primary.`
 
-func tableRow(s caseSummary) []string {
+func tableRow(s targetSummary) []string {
 	errs := "-"
-	if s.DirectRuns+s.GatewayRuns > 0 {
-		errs = fmt.Sprintf("%d/%d", s.DirectErrors, s.GatewayErrors)
+	if s.Runs > 0 {
+		errs = fmt.Sprint(s.Errors)
 	}
 	return []string{
-		s.Name, num(s.DirectQPS, 0), num(s.GatewayQPS, 0), num(s.Ratio, 2),
-		num(s.DirectP95Ms, 2), num(s.GatewayP95Ms, 2),
-		num(s.GatewayUSPerQ, 1), num(s.MariadbUSPerQDir, 1), num(s.MariadbUSPerQGw, 1), num(s.ReplicaUSPerQGw, 1),
+		s.Case, s.Target, num(s.QPS, 0), num(s.Ratio, 2), num(s.P95Ms, 2),
+		num(s.ProxyUSPerQ, 1), num(s.MariadbUSPerQ, 1), num(s.ReplicaUSPerQ, 1), num(s.MachineUSPerQ, 1),
 		errs, num(s.GatewayPeakRSSMiB, 1), s.Status,
 	}
 }
 
 // printTable writes the summary table, its legend and the failures.
-func printTable(w io.Writer, sums []caseSummary) {
+func printTable(w io.Writer, sums []targetSummary) {
 	rows := [][]string{make([]string, len(columns))}
 	for i, c := range columns {
 		rows[0][i] = c.text
@@ -326,22 +321,17 @@ func printTable(w io.Writer, sums []caseSummary) {
 	writeReplicaNotes(w, sums, "")
 }
 
-func writeFailures(w io.Writer, sums []caseSummary, indent string) {
+func writeFailures(w io.Writer, sums []targetSummary, indent string) {
 	first := true
 	for _, s := range sums {
-		for _, side := range []struct {
-			name string
-			list []string
-		}{{"direct", s.DirectFailures}, {"gateway", s.GatewayFailures}} {
-			for _, f := range side.list {
-				if first {
-					fmt.Fprintln(w, "\nFailures (distinct sysbench errors per case and side):")
-					first = false
-				}
-				fmt.Fprintf(w, "%s- %s, %s:\n", indent, s.Name, side.name)
-				for _, l := range strings.Split(f, "\n") {
-					fmt.Fprintf(w, "%s      %s\n", indent, l)
-				}
+		for _, f := range s.Failures {
+			if first {
+				fmt.Fprintln(w, "\nFailures (distinct sysbench errors per case and target):")
+				first = false
+			}
+			fmt.Fprintf(w, "%s- %s, %s:\n", indent, s.Case, s.Target)
+			for _, l := range strings.Split(f, "\n") {
+				fmt.Fprintf(w, "%s      %s\n", indent, l)
 			}
 		}
 	}
@@ -349,7 +339,7 @@ func writeFailures(w io.Writer, sums []caseSummary, indent string) {
 
 // writeReplicaNotes lists the replica-read cases whose replica was out of
 // the gateway's read set after a run (its reads went to the primary).
-func writeReplicaNotes(w io.Writer, sums []caseSummary, indent string) {
+func writeReplicaNotes(w io.Writer, sums []targetSummary, indent string) {
 	first := true
 	for _, s := range sums {
 		for _, n := range s.ReplicaNotes {
@@ -357,7 +347,7 @@ func writeReplicaNotes(w io.Writer, sums []caseSummary, indent string) {
 				fmt.Fprintln(w, "\nReplica notes (reads may have gone to the primary):")
 				first = false
 			}
-			fmt.Fprintf(w, "%s- %s: %s\n", indent, s.Name, n)
+			fmt.Fprintf(w, "%s- %s: %s\n", indent, s.Case, n)
 		}
 	}
 }
@@ -374,18 +364,29 @@ type resultsDoc struct {
 	Env         map[string]string `json:"env"`
 	PrepareS    float64           `json:"prepare_s"`
 	Cases       []benchCase       `json:"cases"`
-	Summary     []caseSummary     `json:"summary"`
+	Summary     []targetSummary   `json:"summary"`
 	Runs        []runResult       `json:"runs"`
 	Description string            `json:"description"`
 }
 
-const jsonDescription = "sysbench direct vs through the gateway, A B A B per case. " +
-	"qps and p95_ms are sysbench's; *_cpu_s are utime+stime deltas from /proc/PID/stat over cpu_window_s " +
-	"(mariadbd_* is the primary, replica_mariadbd_* the replica, measured in replica_reads cases only); " +
-	"cases with replica_reads true run the gateway over the primary and the replica with replica_reads: on, " +
-	"direct against the primary alone; in the other cases replication is paused and every statement goes to the primary; " +
+const jsonDescription = "sysbench against several targets, run round-robin in each round of a case: direct (the MariaDB primary), " +
+	"haproxy (HAProxy in TCP mode in front of it), gorelay (a minimal Go TCP relay, io.Copy per direction), gateway, and peers (external endpoints, settings.peers). " +
+	"qps and p95_ms are sysbench's; *_cpu_s are CPU time deltas over cpu_window_s (sysbench's \"Threads started!\" to its report): " +
+	"mariadbd_* the primary's utime+stime, replica_mariadbd_* the replica's (replica_reads cases only), proxy_* the proxy process's " +
+	"(haproxy, gorelay, gateway; a peer's only when given a pid), machine_* the busy time of all CPUs from /proc/stat (total - idle - iowait, every process on the machine); " +
 	"*_per_1k_queries divide them by sysbench's query count; gateway_peak_rss_bytes is VmHWM, reset before each gateway run. " +
-	"summary: medians over successful runs; ratio is the median over rounds of gateway_qps/direct_qps."
+	"Cases with replica_reads true run only direct and the gateway, over the primary and the replica with replica_reads: on, direct against the primary alone; " +
+	"in the other cases replication is paused and every target sends every statement to the primary. " +
+	"summary: one row per case and target, medians over successful runs; ratio_to_direct is the median over rounds of the target's qps / direct qps in the same round."
+
+// totalRuns is the number of runs of a complete benchmark.
+func (b *bench) totalRuns() int {
+	n := 0
+	for _, c := range b.cases {
+		n += len(c.Targets) * b.s.Rounds
+	}
+	return n
+}
 
 func (b *bench) doc(runErr error) resultsDoc {
 	d := resultsDoc{
@@ -394,7 +395,7 @@ func (b *bench) doc(runErr error) resultsDoc {
 		Summary: summarize(b.cases, b.runs), Runs: b.runs, Description: jsonDescription,
 		Warnings: b.warnings,
 	}
-	d.Complete = runErr == nil && len(b.runs) == len(b.cases)*b.s.Rounds*2
+	d.Complete = runErr == nil && len(b.runs) == b.totalRuns()
 	if runErr != nil {
 		d.Error = runErr.Error()
 	}
@@ -432,7 +433,7 @@ func (b *bench) writeResults(runErr error) error {
 	}
 	fmt.Println()
 	if !d.Complete {
-		fmt.Printf("INCOMPLETE RUN (%d of %d runs)\n", len(b.runs), len(b.cases)*b.s.Rounds*2)
+		fmt.Printf("INCOMPLETE RUN (%d of %d runs)\n", len(b.runs), b.totalRuns())
 	}
 	printTable(os.Stdout, d.Summary)
 	fmt.Printf("\nTook %s. Results: %s (results.json, summary.md, ratios.svg, sysbench/)\n",
@@ -445,7 +446,7 @@ func chartTitle(d resultsDoc) string {
 	if d.Settings.Quick {
 		mode = "quick"
 	}
-	return fmt.Sprintf("gateway QPS / direct QPS — %s run %s, %s, %ds x %d rounds",
+	return fmt.Sprintf("target QPS / direct QPS — %s run %s, %s, %ds x %d rounds",
 		mode, d.Started.Format("2006-01-02 15:04"), d.Env["git_commit"], d.Settings.Seconds, d.Settings.Rounds)
 }
 
@@ -466,29 +467,43 @@ func markdown(d resultsDoc) string {
 	if d.Settings.Quick {
 		mode = "quick (BENCH_QUICK=1)"
 	}
-	fmt.Fprintf(&b, "- mode: %s; %d s per run, %d rounds per case in A B A B order (direct, gateway, ...); took %s\n",
-		mode, d.Settings.Seconds, d.Settings.Rounds, fmtDuration(time.Duration(d.DurationS*float64(time.Second))))
+	fmt.Fprintf(&b, "- mode: %s; %d s per run, %d rounds per case, each round running the targets in this order: %s; took %s\n",
+		mode, d.Settings.Seconds, d.Settings.Rounds, strings.Join(d.Settings.Targets, ", "), fmtDuration(time.Duration(d.DurationS*float64(time.Second))))
 	fmt.Fprintf(&b, "- data: %d tables x %d rows (prepared in %.1f s)\n", d.Settings.Tables, d.Settings.TableSize, d.PrepareS)
-	for _, k := range []string{"git_commit", "gateway", "mariadbd", "mariadbd_flags", "topology", "sysbench", "go", "cpus", "cpu_model", "kernel"} {
+	for _, k := range []string{"git_commit", "gateway", "haproxy", "mariadbd", "mariadbd_flags", "topology", "sysbench", "go", "cpus", "cpu_model", "kernel"} {
 		if v := d.Env[k]; v != "" {
 			fmt.Fprintf(&b, "- %s: `%s`\n", k, v)
 		}
+	}
+	for _, p := range d.Settings.Peers {
+		pid := "CPU not measured"
+		if p.PID > 0 {
+			pid = fmt.Sprintf("CPU of pid %d", p.PID)
+		}
+		fmt.Fprintf(&b, "- peer `%s`: %s as %s (%s)\n", p.Name, p.Addr, p.User, pid)
 	}
 	fmt.Fprintf(&b, "- gateways: every one lists the primary and the replica; pools of %d connections per backend (`main`, and `replicas` for the read_only_replicas cases), %d for the multiplexing case (`mux`); replica_reads off except in `replicas` (max_replica_lag %s)\n\n",
 		mainPoolSize, muxPoolSize, maxReplicaLag)
 
 	b.WriteString("## Summary\n\n")
-	b.WriteString("Medians over successful runs. **gw/direct** is the median over rounds of gateway QPS / direct QPS. ")
-	b.WriteString("CPU columns are µs of CPU time per sysbench query (utime+stime from /proc/PID/stat). ")
+	b.WriteString("One row per case and target; medians over successful runs. Targets: **direct** is the MariaDB primary; **haproxy** HAProxy in TCP mode ")
+	b.WriteString("in front of it; **gorelay** a minimal Go TCP relay (io.Copy in one goroutine per direction), the floor a Go proxy cannot go below; ")
+	b.WriteString("**gateway** the gateway; other names are peers given with `-peers`. ")
+	b.WriteString("**×direct** is the median over rounds of the target's QPS / direct QPS in the same round. ")
+	b.WriteString("CPU columns are µs of CPU time per sysbench query over sysbench's measured window: proxy = the proxy process (utime+stime from /proc/PID/stat; ")
+	b.WriteString("a peer's only when given with its PID), mariadbd = the primary, replica = the replica, machine = the busy time of all CPUs ")
+	b.WriteString("(/proc/stat: total − idle − iowait; everything running on the machine, sysbench included). A target's machine µs/q minus direct's is ")
+	b.WriteString("what it costs the machine per query; the gateway's proxy µs/q minus gorelay's is its cost above the Go relay floor. ")
 	b.WriteString("Errors are sysbench's ignored errors summed over runs.\n\n")
 	for _, s := range d.Summary {
 		if s.ReplicaReads {
-			b.WriteString("**read_only_replicas cases: the gateway side uses two servers**, the primary and the replica, with `replica_reads: on` ")
-			b.WriteString("(reads go to the replica, the primary is the fallback); the direct side uses the primary alone. ")
-			b.WriteString("Their gw/direct compares one MariaDB with the gateway in front of two; for the database CPU per query of the gateway side add ")
-			b.WriteString("the primary's and the replica's columns. Both sides run sysbench with `--skip-trx=on` (autocommit): ")
+			b.WriteString("**read_only_replicas cases run direct and the gateway only** (a relay or peer would forward to the primary and repeat the read_only rows). ")
+			b.WriteString("**The gateway uses two servers**, the primary and the replica, with `replica_reads: on` ")
+			b.WriteString("(reads go to the replica, the primary is the fallback); direct uses the primary alone. ")
+			b.WriteString("Their ×direct compares one MariaDB with the gateway in front of two; for the database CPU per query of the gateway add ")
+			b.WriteString("the primary's and the replica's columns. Both run sysbench with `--skip-trx=on` (autocommit): ")
 			b.WriteString("the gateway keeps reads inside a transaction on the primary. In every other case `replica_reads` is off ")
-			b.WriteString("and replication is paused: every statement goes to the primary, as direct.\n\n")
+			b.WriteString("and replication is paused: every target sends every statement to the primary.\n\n")
 			break
 		}
 	}
@@ -508,13 +523,13 @@ func markdown(d resultsDoc) string {
 	for _, s := range d.Summary {
 		b.WriteString("| " + strings.Join(tableRow(s), " | ") + " |\n")
 	}
-	b.WriteString("\n![gateway/direct QPS ratios](ratios.svg)\n")
+	b.WriteString("\n![target/direct QPS ratios](ratios.svg)\n")
 
 	var fails strings.Builder
 	writeFailures(&fails, d.Summary, "")
 	if fails.Len() > 0 {
 		b.WriteString("\n## Failures\n\n```")
-		b.WriteString(strings.TrimPrefix(fails.String(), "\nFailures (distinct sysbench errors per case and side):"))
+		b.WriteString(strings.TrimPrefix(fails.String(), "\nFailures (distinct sysbench errors per case and target):"))
 		b.WriteString("```\n")
 	}
 	var notes strings.Builder
@@ -525,21 +540,18 @@ func markdown(d resultsDoc) string {
 	}
 
 	b.WriteString("\n## Runs\n\n")
-	b.WriteString("| # | case | side | round | QPS | p95 ms | ignored errors | mariadbd µs/q | replica µs/q | gateway µs/q | gw peak RSS MiB | CPU window s | ok | output |\n")
-	b.WriteString("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+	b.WriteString("| # | case | target | round | QPS | p95 ms | ignored errors | proxy µs/q | mariadbd µs/q | replica µs/q | machine µs/q | gw peak RSS MiB | CPU window s | ok | output |\n")
+	b.WriteString("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+	perQ := func(per1k *float64) string {
+		if per1k == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", *per1k*1000)
+	}
 	for i, r := range d.Runs {
-		var mq, rq, gq, rss *float64
-		if r.MariadbCPUPer1kQ != nil {
-			mq = ptr(*r.MariadbCPUPer1kQ * 1000)
-		}
-		if r.ReplicaCPUPer1kQ != nil {
-			rq = ptr(*r.ReplicaCPUPer1kQ * 1000)
-		}
-		if r.GatewayCPUPer1kQ != nil {
-			gq = ptr(*r.GatewayCPUPer1kQ * 1000)
-		}
+		rss := "-"
 		if r.GatewayPeakRSS != nil {
-			rss = ptr(mib(*r.GatewayPeakRSS))
+			rss = fmt.Sprintf("%.1f", mib(*r.GatewayPeakRSS))
 		}
 		ok := "yes"
 		if !r.OK {
@@ -549,8 +561,9 @@ func markdown(d resultsDoc) string {
 		if r.Output != "" {
 			out = "[log](" + r.Output + ")"
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.0f | %.2f | %d | %s | %s | %s | %s | %.1f | %s | %s |\n",
-			i+1, r.Case, r.Side, r.Round, r.QPS, r.P95Ms, r.IgnoredErrors, num(mq, 1), num(rq, 1), num(gq, 1), num(rss, 1), r.CPUWindowS, ok, out)
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.0f | %.2f | %d | %s | %s | %s | %s | %s | %.1f | %s | %s |\n",
+			i+1, r.Case, r.Target, r.Round, r.QPS, r.P95Ms, r.IgnoredErrors,
+			perQ(r.ProxyCPUPer1kQ), perQ(r.MariadbCPUPer1kQ), perQ(r.ReplicaCPUPer1kQ), perQ(r.MachineCPUPer1kQ), rss, r.CPUWindowS, ok, out)
 	}
 	return b.String()
 }

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -115,6 +118,26 @@ func TestParseProc(t *testing.T) {
 	if _, err := parseStatusKB([]byte(status), "VmSwap"); err == nil {
 		t.Fatal("missing key: no error")
 	}
+
+	// /proc/stat: busy = user+nice+system+irq+softirq+steal (total of the
+	// first eight fields minus idle and iowait); guest is in user already.
+	procStat := "cpu  767873 10 528242 4511337 50595 7 153255 1200 300 0\n" +
+		"cpu0 383936 5 264121 2255668 25297 3 76627 600 150 0\nintr 1 2 3\n"
+	if got, err := parseProcStat([]byte(procStat)); err != nil || got != 767873+10+528242+7+153255+1200 {
+		t.Fatalf("parseProcStat = %d, %v", got, err)
+	}
+	// An old kernel's shorter line.
+	if got, err := parseProcStat([]byte("cpu 10 20 30 400 50\n")); err != nil || got != 60 {
+		t.Fatalf("parseProcStat, 5 fields = %d, %v", got, err)
+	}
+	for _, bad := range []string{"", "intr 1 2\ncpu 1 2 3 4 5\n", "cpu 1 2 x 4 5\n", "cpu 1 2\n"} {
+		if _, err := parseProcStat([]byte(bad)); err == nil {
+			t.Errorf("parseProcStat(%q): no error", bad)
+		}
+	}
+	if busy, err := machineBusyTicks(); err != nil || busy <= 0 {
+		t.Fatalf("this machine's /proc/stat: %d, %v", busy, err)
+	}
 }
 
 func TestSettingsAndCases(t *testing.T) {
@@ -149,6 +172,26 @@ func TestSettingsAndCases(t *testing.T) {
 	}
 	if c := cases[8]; c.Workload != "oltp_read_only" || c.PSMode != "auto" || c.Threads != 8 || c.PoolSize != mainPoolSize {
 		t.Fatalf("replica case: %+v", c)
+	}
+	// Every case runs the default targets, but the replica-read cases only
+	// direct and the gateway.
+	for _, c := range cases {
+		want := "direct,haproxy,gorelay,gateway"
+		if c.ReplicaReads {
+			want = "direct,gateway"
+		}
+		if got := strings.Join(c.Targets, ","); got != want {
+			t.Errorf("case %q: targets %s, want %s", c.Name, got, want)
+		}
+	}
+	// Without the gateway target there are no replica-read cases.
+	s.Targets = []string{"direct", "haproxy"}
+	if cases, err = buildCases(s); err != nil || len(cases) != 14 || strings.Join(cases[13].Targets, ",") != "direct,haproxy" {
+		t.Fatalf("without the gateway: %d cases, %v", len(cases), err)
+	}
+	s.CaseFilter = "replicas"
+	if _, err := buildCases(s); err == nil || !strings.Contains(err.Error(), "gateway target") {
+		t.Fatalf("replicas filter without the gateway: %v", err)
 	}
 
 	s, err = parseSettings(nil, env(map[string]string{"BENCH_QUICK": "1", "BENCH_TIME": "5"}))
@@ -199,11 +242,7 @@ func TestSysbenchArgs(t *testing.T) {
 	tgt := target{addr: "127.0.0.1:3306", user: "u", password: "p"}
 	args := sbArgs("oltp_read_only", "run", tgt, 4, 100, 8, 20, "disable", "--skip-trx=on")
 	joined := strings.Join(args, " ")
-	for _, want := range []string{"--mysql-port=3306", "--threads=8", "--time=20", "--db-ps-mode=disable", "--skip-trx=on run"} {
-		if !strings.Contains(joined, want) {
-			t.Errorf("args lack %q: %s", want, joined)
-		}
-	}
+	wantAll(t, "args", joined, "--mysql-port=3306", "--threads=8", "--time=20", "--db-ps-mode=disable", "--skip-trx=on run")
 	if args[len(args)-1] != "run" {
 		t.Fatalf("the command is not last: %s", joined)
 	}
@@ -212,15 +251,106 @@ func TestSysbenchArgs(t *testing.T) {
 	}
 }
 
+func TestTargetsAndPeers(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	peers, err := parsePeers(" proxysql=127.0.0.1:6033 , px2=bench:p:w@d@localhost:7000#4242,")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []peer{
+		{Name: "proxysql", Addr: "127.0.0.1:6033", User: "gateway", Password: "secret"},
+		{Name: "px2", Addr: "localhost:7000", User: "bench", Password: "p:w@d", PID: 4242},
+	}
+	if fmt.Sprint(peers) != fmt.Sprint(want) {
+		t.Fatalf("peers %+v, want %+v", peers, want)
+	}
+	if p, _ := parsePeers("a=[::1]:6033"); len(p) != 1 || p[0].Addr != "[::1]:6033" {
+		t.Fatalf("IPv6 peer: %+v", p)
+	}
+	for _, bad := range []string{"127.0.0.1:6033", "a b=h:1", "gateway=h:1", "a=h:1,a=h:2", "a=h", "a=h:0", "a=h:1#x", "a=h:1#0", "a=:pw@h:1", "a=:1"} {
+		if _, err := parsePeers(bad); err == nil {
+			t.Errorf("parsePeers(%q): no error", bad)
+		}
+	}
+
+	for _, tc := range []struct{ flag, want string }{
+		{"", "direct,haproxy,gorelay,gateway,proxysql,px2"},
+		{"gateway", "direct,gateway"},
+		{" gateway, px2 ,direct,gateway", "direct,gateway,px2"},
+		{"gorelay,haproxy", "direct,gorelay,haproxy"},
+	} {
+		got, err := parseTargets(tc.flag, peers)
+		if err != nil || strings.Join(got, ",") != tc.want {
+			t.Errorf("parseTargets(%q) = %v, %v; want %s", tc.flag, got, err, tc.want)
+		}
+	}
+	if _, err := parseTargets("direct,nginx", peers); err == nil {
+		t.Error("unknown target: no error")
+	}
+
+	s, err := parseSettings([]string{"-quick", "-targets", "gateway,ps"}, env(map[string]string{"BENCH_PEERS": "ps=127.0.0.1:6033"}))
+	if err != nil || strings.Join(s.Targets, ",") != "direct,gateway,ps" || len(s.Peers) != 1 || s.Gorelay != "bin/gorelay" {
+		t.Fatalf("settings: %+v, %v", s, err)
+	}
+	s, err = parseSettings(nil, env(map[string]string{"BENCH_TARGETS": "haproxy"}))
+	if err != nil || strings.Join(s.Targets, ",") != "direct,haproxy" {
+		t.Fatalf("BENCH_TARGETS: %+v, %v", s.Targets, err)
+	}
+	if _, err := parseSettings([]string{"-peers", "x"}, env(nil)); err == nil || !strings.Contains(err.Error(), "-peers") {
+		t.Fatalf("bad -peers: %v", err)
+	}
+	if _, err := parseSettings([]string{"-targets", "x"}, env(nil)); err == nil || !strings.Contains(err.Error(), "-targets") {
+		t.Fatalf("bad -targets: %v", err)
+	}
+	// The password never reaches results.json.
+	js, _ := json.Marshal(want[1])
+	if strings.Contains(string(js), "p:w@d") {
+		t.Fatalf("peer JSON holds the password: %s", js)
+	}
+}
+
+func TestHAProxyConfig(t *testing.T) {
+	cfg := haproxyConfig("127.0.0.1:1000", "127.0.0.1:2000")
+	wantAll(t, "config", cfg,
+		"\nglobal\n    maxconn 4096\n",
+		"\ndefaults\n    mode tcp\n    maxconn 4096\n",
+		"timeout client 1h", "timeout server 1h", "timeout connect 5s",
+		"\nfrontend mysql\n    bind 127.0.0.1:1000\n    default_backend primary\n",
+		"\nbackend primary\n    server primary 127.0.0.1:2000\n",
+	)
+	if strings.Contains(cfg, "nbthread") || strings.Contains(cfg, "master-worker") || strings.Contains(cfg, "daemon") {
+		t.Errorf("config sets threads or process mode:\n%s", cfg)
+	}
+	if haproxyMaxConn < muxThreads+16 {
+		t.Errorf("maxconn %d is too low for %d clients", haproxyMaxConn, muxThreads)
+	}
+	// HAProxy itself accepts it, where it is installed.
+	bin, err := exec.LookPath("haproxy")
+	if err != nil {
+		if _, serr := os.Stat("/usr/sbin/haproxy"); serr != nil {
+			t.Log("haproxy is not installed: config not checked by haproxy -c")
+			return
+		}
+		bin = "/usr/sbin/haproxy"
+	}
+	path := filepath.Join(t.TempDir(), "haproxy.cfg")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "-c", "-f", path).CombinedOutput(); err != nil {
+		t.Fatalf("haproxy -c: %v\n%s", err, out)
+	}
+}
+
 func TestGatewayConfig(t *testing.T) {
 	for _, replicaReads := range []bool{false, true} {
-		g := &gatewayProc{
-			name: "x", addr: "127.0.0.1:1000", httpAddr: "127.0.0.1:1001", backends: []string{"127.0.0.1:2000", "127.0.0.1:2001"},
+		g := &proxyProc{
+			kind: "gateway", name: "gateway-x", addr: "127.0.0.1:1000", httpAddr: "127.0.0.1:1001", backends: []string{"127.0.0.1:2000", "127.0.0.1:2001"},
 			poolSize: 64, replicaReads: replicaReads, user: "app", pwd: "app",
 		}
-		c, err := config.Parse([]byte(g.config()))
+		c, err := config.Parse([]byte(g.gatewayConfig()))
 		if err != nil {
-			t.Fatalf("replica reads %v: %v\n%s", replicaReads, err, g.config())
+			t.Fatalf("replica reads %v: %v\n%s", replicaReads, err, g.gatewayConfig())
 		}
 		cl := c.Clusters[0]
 		if bool(cl.ReplicaReads) != replicaReads || cl.MaxReplicaLag == nil || *cl.MaxReplicaLag != maxReplicaLag || cl.Pool.Size != 64 ||
@@ -262,109 +392,150 @@ func TestHealthReadsFrom(t *testing.T) {
 }
 
 func TestSummarize(t *testing.T) {
-	c := benchCase{Name: "point_select ps=auto t=8"}
+	c := benchCase{Name: "point_select ps=auto t=8", Targets: []string{"direct", "haproxy", "gorelay", "gateway", "proxysql"}}
 	f := func(v float64) *float64 { return &v }
 	rss := int64(30 << 20)
 	runs := []runResult{
-		{Case: c.Name, Side: "direct", Round: 1, OK: true, QPS: 1000, P95Ms: 1, MariadbCPUPer1kQ: f(0.02)},
-		{Case: c.Name, Side: "gateway", Round: 1, OK: true, QPS: 800, P95Ms: 2, GatewayCPUPer1kQ: f(0.01), GatewayPeakRSS: &rss},
-		{Case: c.Name, Side: "direct", Round: 2, OK: true, QPS: 2000, P95Ms: 3, IgnoredErrors: 2},
-		{Case: c.Name, Side: "gateway", Round: 2, OK: true, QPS: 1000, P95Ms: 4},
-		{Case: c.Name, Side: "direct", Round: 3, OK: true, QPS: 1000, P95Ms: 1},
-		{Case: c.Name, Side: "gateway", Round: 3, OK: false, Failure: "sysbench exit status 1\nFATAL: boom"},
+		{Case: c.Name, Target: "direct", Round: 1, OK: true, QPS: 1000, P95Ms: 1, MariadbCPUPer1kQ: f(0.02), MachineCPUPer1kQ: f(0.05)},
+		{Case: c.Name, Target: "haproxy", Round: 1, OK: true, QPS: 950, P95Ms: 1.1, ProxyCPUPer1kQ: f(0.004), MachineCPUPer1kQ: f(0.06)},
+		{Case: c.Name, Target: "gorelay", Round: 1, OK: true, QPS: 900, P95Ms: 1.2, ProxyCPUPer1kQ: f(0.006)},
+		{Case: c.Name, Target: "gateway", Round: 1, OK: true, QPS: 800, P95Ms: 2, ProxyCPUPer1kQ: f(0.01), GatewayPeakRSS: &rss},
+		{Case: c.Name, Target: "proxysql", Round: 1, OK: true, QPS: 700, P95Ms: 2.5},
+		{Case: c.Name, Target: "direct", Round: 2, OK: true, QPS: 2000, P95Ms: 3, IgnoredErrors: 2, MachineCPUPer1kQ: f(0.07)},
+		{Case: c.Name, Target: "haproxy", Round: 2, OK: true, QPS: 1800, P95Ms: 3, ProxyCPUPer1kQ: f(0.006)},
+		{Case: c.Name, Target: "gorelay", Round: 2, OK: false, Failure: "gorelay exited during the run"},
+		{Case: c.Name, Target: "gateway", Round: 2, OK: true, QPS: 1000, P95Ms: 4},
+		{Case: c.Name, Target: "proxysql", Round: 2, OK: true, QPS: 1500, P95Ms: 2.5},
+		{Case: c.Name, Target: "direct", Round: 3, OK: false, Failure: "sysbench exit status 1\nFATAL: direct boom"},
+		{Case: c.Name, Target: "haproxy", Round: 3, OK: true, QPS: 5000},
+		{Case: c.Name, Target: "gorelay", Round: 3, OK: true, QPS: 950},
+		{Case: c.Name, Target: "gateway", Round: 3, OK: false, Failure: "sysbench exit status 1\nFATAL: boom"},
+		{Case: c.Name, Target: "proxysql", Round: 3, OK: true, QPS: 1500},
 	}
-	s := summarize([]benchCase{c}, runs)[0]
-	// Round ratios 0.8 and 0.5 (round 3's gateway failed): median 0.65.
-	if s.Ratio == nil || *s.Ratio != 0.65 || len(s.RoundRatios) != 2 {
-		t.Fatalf("ratio %v, rounds %v", num(s.Ratio, 3), s.RoundRatios)
+	sums := summarize([]benchCase{c}, runs)
+	if len(sums) != 5 {
+		t.Fatalf("%d rows, want one per target", len(sums))
 	}
-	if *s.DirectQPS != 1000 || *s.GatewayQPS != 900 || *s.GatewayUSPerQ != 10 || *s.MariadbUSPerQDir != 20 {
-		t.Fatalf("medians: direct %v gateway %v gw µs %v db µs %v",
-			num(s.DirectQPS, 1), num(s.GatewayQPS, 1), num(s.GatewayUSPerQ, 1), num(s.MariadbUSPerQDir, 1))
+	by := map[string]targetSummary{}
+	for i, s := range sums {
+		if s.Target != c.Targets[i] || s.Case != c.Name {
+			t.Fatalf("row %d: %s/%s", i, s.Case, s.Target)
+		}
+		by[s.Target] = s
 	}
-	if s.MariadbUSPerQGw != nil {
-		t.Fatal("mariadbd CPU via gateway was never measured but has a value")
+	d, hp, gr, gw, px := by["direct"], by["haproxy"], by["gorelay"], by["gateway"], by["proxysql"]
+	// Ratios per round against direct of the same round; round 3's direct
+	// failed, so it has no ratio.
+	for _, tc := range []struct {
+		s      targetSummary
+		ratio  string
+		rounds int
+	}{{d, "1.00", 2}, {hp, "0.93", 2}, {gr, "0.90", 1}, {gw, "0.65", 2}, {px, "0.72", 2}} {
+		if num(tc.s.Ratio, 2) != tc.ratio || len(tc.s.RoundRatios) != tc.rounds {
+			t.Errorf("%s: ratio %s over %v, want %s over %d rounds", tc.s.Target, num(tc.s.Ratio, 3), tc.s.RoundRatios, tc.ratio, tc.rounds)
+		}
 	}
-	if s.DirectErrors != 2 || s.GatewayFailed != 1 || s.Status != "FAILED: gateway 1/3 failed" || len(s.GatewayFailures) != 1 {
-		t.Fatalf("errors %d, failed %d, status %q, failures %q", s.DirectErrors, s.GatewayFailed, s.Status, s.GatewayFailures)
+	if num(d.QPS, 0) != "1500" || num(hp.QPS, 0) != "1800" || num(gw.QPS, 0) != "900" || num(px.QPS, 0) != "1500" {
+		t.Errorf("QPS medians: direct %s haproxy %s gateway %s proxysql %s", num(d.QPS, 0), num(hp.QPS, 0), num(gw.QPS, 0), num(px.QPS, 0))
 	}
-	if *s.GatewayPeakRSSMiB != 30 {
-		t.Fatalf("rss %v", *s.GatewayPeakRSSMiB)
+	if num(d.MachineUSPerQ, 1) != "60.0" || num(d.MariadbUSPerQ, 1) != "20.0" || d.ProxyUSPerQ != nil {
+		t.Errorf("direct CPU: machine %s db %s proxy %s", num(d.MachineUSPerQ, 1), num(d.MariadbUSPerQ, 1), num(d.ProxyUSPerQ, 1))
+	}
+	if num(hp.ProxyUSPerQ, 1) != "5.0" || num(gw.ProxyUSPerQ, 1) != "10.0" || px.ProxyUSPerQ != nil || gw.MariadbUSPerQ != nil {
+		t.Errorf("proxy CPU: haproxy %s gateway %s proxysql %s; gateway db %s",
+			num(hp.ProxyUSPerQ, 1), num(gw.ProxyUSPerQ, 1), num(px.ProxyUSPerQ, 1), num(gw.MariadbUSPerQ, 1))
+	}
+	if d.Errors != 2 || d.Status != "FAILED: 1/3 runs" || gw.Status != "FAILED: 1/3 runs" || hp.Status != "ok" || len(gw.Failures) != 1 {
+		t.Errorf("errors %d, status direct %q gateway %q haproxy %q, failures %q", d.Errors, d.Status, gw.Status, hp.Status, gw.Failures)
+	}
+	if num(gw.GatewayPeakRSSMiB, 0) != "30" || hp.GatewayPeakRSSMiB != nil {
+		t.Errorf("rss %s / %s", num(gw.GatewayPeakRSSMiB, 0), num(hp.GatewayPeakRSSMiB, 0))
 	}
 
 	// The outputs accept a case with no successful run.
-	failed := summarize([]benchCase{{Name: "x & <y>"}}, []runResult{{Case: "x & <y>", Side: "gateway", Failure: "FATAL: no"}})
-	sums := append([]caseSummary{s}, failed...)
+	x := benchCase{Name: "x & <y>", Targets: []string{"direct", "gateway"}}
+	failed := summarize([]benchCase{x}, []runResult{{Case: x.Name, Target: "gateway", Failure: "FATAL: no"}})
+	if failed[0].Status != "not run" || failed[1].Status != "FAILED: 1/1 runs" {
+		t.Fatalf("failed case: %q, %q", failed[0].Status, failed[1].Status)
+	}
+	sums = append(sums, failed...)
 	var out strings.Builder
 	printTable(&out, sums)
-	for _, want := range []string{"0.65", "FAILED: gateway 1/1 failed", "FATAL: boom", "FATAL: no"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("table lacks %q:\n%s", want, out.String())
-		}
-	}
-	md := markdown(resultsDoc{Summary: sums, Runs: runs, Env: map[string]string{}})
-	if !strings.Contains(md, "| point_select ps=auto t=8 | 1000 | 900 | 0.65 |") {
-		t.Errorf("markdown row missing:\n%s", md)
-	}
-	if strings.Contains(md, "two servers") || strings.Contains(svgNoReplicas(sums), "two servers") {
+	wantAll(t, "table", out.String(), "×direct", "machine µs/q", "0.65", "FAILED: 1/1 runs", "FATAL: boom", "FATAL: no", "point_select ps=auto t=8, gateway:", "gorelay = a minimal Go TCP relay")
+	md := markdown(resultsDoc{Summary: sums, Runs: runs, Env: map[string]string{}, Settings: settings{Targets: c.Targets}})
+	wantAll(t, "markdown", md,
+		"| point_select ps=auto t=8 | direct | 1500 | 1.00 | 2.00 | - | 20.0 | - | 60.0 | 2 | - | FAILED: 1/3 runs |",
+		"| point_select ps=auto t=8 | gateway | 900 | 0.65 | 3.00 | 10.0 | - | - | - | 0 | 30.0 | FAILED: 1/3 runs |",
+		"| 2 | point_select ps=auto t=8 | haproxy | 1 | 950 | 1.10 | 0 | 4.0 | - | - | 60.0 | - |",
+		"targets in this order: direct, haproxy, gorelay, gateway, proxysql",
+	)
+	if strings.Contains(md, "two servers") {
 		t.Error("the two-server note appears without a replica-read case")
 	}
 	svg := ratioSVG(sums, "title <&>")
 	if err := wellFormed(svg); err != nil {
 		t.Fatalf("SVG is not well-formed XML: %v\n%s", err, svg)
 	}
-	if !strings.Contains(svg, "failed (gateway 1/1 failed)") {
-		t.Errorf("SVG does not mark the failed case:\n%s", svg)
+	wantAll(t, "SVG", svg, "failed (1/1 runs)", ">x &amp; &lt;y&gt;<", ">haproxy<", ">proxysql<", targetColors["gorelay"], peerColors[0], ">0.93<")
+	if strings.Contains(svg, ">direct</text>\n<rect") || strings.Contains(svg, "two servers") {
+		t.Errorf("SVG draws a direct bar or the two-server note:\n%s", svg)
+	}
+	// One bar per non-direct target: 4 in the first case, 1 in the second
+	// (failed, no bar), plus the legend's 4 squares and the background.
+	if n := strings.Count(svg, "<rect "); n != 1+4+4 {
+		t.Errorf("SVG has %d rects, want 9:\n%s", n, svg)
 	}
 }
 
-func svgNoReplicas(sums []caseSummary) string { return ratioSVG(sums, "t") }
-
 func TestSummarizeReplicaReads(t *testing.T) {
-	c := benchCase{Name: "read_only_replicas ps=auto t=8", Workload: "oltp_read_only", Threads: 8,
+	c := benchCase{Name: "read_only_replicas ps=auto t=8", Workload: "oltp_read_only", Threads: 8, Targets: []string{"direct", "gateway"},
 		Gateway: "replicas", ReplicaReads: true, SkipTrx: true}
 	f := func(v float64) *float64 { return &v }
 	runs := []runResult{
-		{Case: c.Name, Side: "direct", Round: 1, OK: true, QPS: 1000, MariadbCPUPer1kQ: f(0.05), ReplicaCPUPer1kQ: f(0)},
-		{Case: c.Name, Side: "gateway", Round: 1, OK: true, QPS: 900, MariadbCPUPer1kQ: f(0.002), ReplicaCPUPer1kQ: f(0.04), GatewayCPUPer1kQ: f(0.03)},
-		{Case: c.Name, Side: "direct", Round: 2, OK: true, QPS: 1000, MariadbCPUPer1kQ: f(0.05), ReplicaCPUPer1kQ: f(0)},
-		{Case: c.Name, Side: "gateway", Round: 2, OK: true, QPS: 1100, MariadbCPUPer1kQ: f(0.004), ReplicaCPUPer1kQ: f(0.06),
+		{Case: c.Name, Target: "direct", Round: 1, OK: true, QPS: 1000, MariadbCPUPer1kQ: f(0.05), ReplicaCPUPer1kQ: f(0)},
+		{Case: c.Name, Target: "gateway", Round: 1, OK: true, QPS: 900, MariadbCPUPer1kQ: f(0.002), ReplicaCPUPer1kQ: f(0.04), ProxyCPUPer1kQ: f(0.03)},
+		{Case: c.Name, Target: "direct", Round: 2, OK: true, QPS: 1000, MariadbCPUPer1kQ: f(0.05), ReplicaCPUPer1kQ: f(0)},
+		{Case: c.Name, Target: "gateway", Round: 2, OK: true, QPS: 1100, MariadbCPUPer1kQ: f(0.004), ReplicaCPUPer1kQ: f(0.06),
 			ReplicaNote: "after the run the replica was not in the gateway's read set (see x-health.json)"},
 	}
 	sums := summarize([]benchCase{c}, runs)
-	s := sums[0]
-	if num(s.Ratio, 2) != "1.00" || num(s.ReplicaUSPerQGw, 1) != "50.0" || num(s.MariadbUSPerQGw, 1) != "3.0" || num(s.MariadbUSPerQDir, 1) != "50.0" {
+	d, s := sums[0], sums[1]
+	if num(s.Ratio, 2) != "1.00" || num(s.ReplicaUSPerQ, 1) != "50.0" || num(s.MariadbUSPerQ, 1) != "3.0" || num(d.MariadbUSPerQ, 1) != "50.0" {
 		t.Fatalf("ratio %s, replica %s, primary gw %s, primary direct %s",
-			num(s.Ratio, 2), num(s.ReplicaUSPerQGw, 1), num(s.MariadbUSPerQGw, 1), num(s.MariadbUSPerQDir, 1))
+			num(s.Ratio, 2), num(s.ReplicaUSPerQ, 1), num(s.MariadbUSPerQ, 1), num(d.MariadbUSPerQ, 1))
 	}
 	if len(s.ReplicaNotes) != 1 || s.Status != "ok" {
 		t.Fatalf("notes %q, status %q", s.ReplicaNotes, s.Status)
 	}
 	var out strings.Builder
 	printTable(&out, sums)
-	for _, want := range []string{"rep µs/q gw", "TWO servers", "50.0", "Replica notes", "not in the gateway's read set"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("table lacks %q:\n%s", want, out.String())
-		}
-	}
+	wantAll(t, "table", out.String(), "rep µs/q", "TWO servers", "50.0", "Replica notes", "not in the gateway's read set", "run direct and the gateway only")
 	md := markdown(resultsDoc{Summary: sums, Runs: runs, Env: map[string]string{}})
-	for _, want := range []string{
-		"| read_only_replicas ps=auto t=8 | 1000 | 1000 | 1.00 |",
-		"replica mariadbd µs CPU/query via gateway",
-		"the gateway side uses two servers",
+	wantAll(t, "markdown", md,
+		"| read_only_replicas ps=auto t=8 | gateway | 1000 | 1.00 |",
+		"replica mariadbd µs CPU/query",
+		"The gateway uses two servers",
+		"run direct and the gateway only",
 		"## Replica notes",
-		"| 2 | read_only_replicas ps=auto t=8 | gateway | 1 | 900 | 0.00 | 0 | 2.0 | 40.0 | 30.0 |",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("markdown lacks %q:\n%s", want, md)
-		}
-	}
+		"| 2 | read_only_replicas ps=auto t=8 | gateway | 1 | 900 | 0.00 | 0 | 30.0 | 2.0 | 40.0 | - |",
+	)
 	svg := ratioSVG(sums, "t")
 	if err := wellFormed(svg); err != nil {
 		t.Fatalf("SVG: %v", err)
 	}
 	if !strings.Contains(svg, "1.00 *") || !strings.Contains(svg, "two servers") {
 		t.Errorf("SVG does not mark the replica-read case:\n%s", svg)
+	}
+}
+
+// wantAll fails t for each of wants that text, the output called what,
+// does not contain.
+func wantAll(t *testing.T, what, text string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(text, want) {
+			t.Errorf("%s lacks %q:\n%s", what, want, text)
+		}
 	}
 }
 

@@ -142,28 +142,30 @@ func errorLines(out string, max int) []string {
 }
 
 // cpuSample is the CPU time used so far by the primary mariadbd, the
-// replica's and the gateway.
+// replica's, the proxy and the whole machine.
 type cpuSample struct {
 	at      time.Time
 	mariadb int64 // clock ticks, the primary
 	replica int64 // clock ticks; 0 when the replica is not measured
-	gateway int64 // clock ticks; 0 without a gateway
+	proxy   int64 // clock ticks; 0 without a measured proxy process
+	machine int64 // clock ticks, busy time of all CPUs (/proc/stat)
 	err     error
 }
 
-// takeSample reads the CPU time of the processes; a zero replicaPID or
-// gatewayPID is not measured.
-func takeSample(mariadbPID, replicaPID, gatewayPID int) cpuSample {
+// takeSample reads the CPU time of the processes and of the machine; a
+// zero replicaPID or proxyPID is not measured.
+func takeSample(mariadbPID, replicaPID, proxyPID int) cpuSample {
 	s := cpuSample{at: time.Now()}
-	var err1, err2, err3 error
+	var err1, err2, err3, err4 error
 	s.mariadb, err1 = cpuTicks(mariadbPID)
 	if replicaPID > 0 {
 		s.replica, err2 = cpuTicks(replicaPID)
 	}
-	if gatewayPID > 0 {
-		s.gateway, err3 = cpuTicks(gatewayPID)
+	if proxyPID > 0 {
+		s.proxy, err3 = cpuTicks(proxyPID)
 	}
-	s.err = errors.Join(err1, err2, err3)
+	s.machine, err4 = machineBusyTicks()
+	s.err = errors.Join(err1, err2, err3, err4)
 	return s
 }
 
@@ -205,7 +207,7 @@ func runSysbench(ctx context.Context, args []string, logPath string, hardTimeout
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
-		return nil, fmt.Errorf("start sysbench: %w (install it with e2e/local/deps.sh --with-sysbench)", err)
+		return nil, fmt.Errorf("start sysbench: %w (install it with e2e/local/deps.sh --with-bench)", err)
 	}
 	pw.Close()
 
