@@ -78,10 +78,10 @@ type benchCase struct {
 	Gateway  string `json:"gateway"`
 	PoolSize int    `json:"gateway_pool_size"`
 	// ReplicaReads: the gateway sends reads to the replica (replica_reads:
-	// on), so its side uses two mariadbd while the direct side uses the
+	// on), so it uses two mariadbd while direct uses the
 	// primary alone.
 	ReplicaReads bool `json:"replica_reads"`
-	// SkipTrx runs sysbench with --skip-trx=on (both sides): every query
+	// SkipTrx runs sysbench with --skip-trx=on (every target): every query
 	// in autocommit mode. The gateway keeps reads inside a transaction on
 	// the primary, so oltp_read_only's BEGIN ... COMMIT would never reach
 	// the replica.
@@ -230,7 +230,7 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	fs := flag.NewFlagSet("sbbench", flag.ContinueOnError)
 	fs.BoolVar(&s.Quick, "quick", quick, "short run: point_select and read_write, 8 threads, no multiplexing or replica-read cases (env BENCH_QUICK=1)")
 	fs.IntVar(&s.Seconds, "time", seconds, "seconds per sysbench run (env BENCH_TIME; 20, quick 8)")
-	fs.IntVar(&s.Rounds, "rounds", rounds, "rounds per case; each round runs direct then gateway (env BENCH_ROUNDS)")
+	fs.IntVar(&s.Rounds, "rounds", rounds, "rounds per case; each round runs every target once, direct first (env BENCH_ROUNDS)")
 	fs.IntVar(&s.Tables, "tables", tables, "sysbench tables (env BENCH_TABLES)")
 	fs.IntVar(&s.TableSize, "table-size", tableSize, "rows per table (env BENCH_TABLE_SIZE; 100000, quick 10000)")
 	fs.StringVar(&s.CaseFilter, "cases", getenv("BENCH_CASES"), "run only cases whose name matches this regexp, e.g. 'point_select' or 'replicas' (env BENCH_CASES)")
