@@ -18,7 +18,7 @@ var (
 
 // ratioSVG draws, per case, one horizontal bar per target other than
 // direct: its QPS / direct QPS ratio, with the per-round ratios as ticks,
-// reference lines at 1.0 (as fast as direct) and 0.7 (the issue's target
+// reference lines at 1.0 (as fast as direct) and 0.7 (the issue's goal
 // for the gateway on point_select), and "failed" where no round had both
 // the target and direct succeed. Bars are colored by target (a legend on
 // top). Replica-read cases are marked: their gateway runs on two servers,
@@ -125,7 +125,11 @@ func ratioSVG(sums []targetSummary, title string) string {
 		s := r.s
 		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", labelW-8, y+barH/2+4, esc(s.Target))
 		if s.Ratio == nil {
-			fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#b00020">failed (%s)</text>`+"\n", labelW+6, y+barH/2+4, esc(strings.TrimPrefix(s.Status, "FAILED: ")))
+			why := "failed (" + strings.TrimPrefix(s.Status, "FAILED: ") + ")"
+			if s.Status == "ok" {
+				why = "no ratio: direct failed in its rounds"
+			}
+			fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#b00020">%s</text>`+"\n", labelW+6, y+barH/2+4, esc(why))
 			y += rowH
 			continue
 		}
@@ -151,7 +155,7 @@ func ratioSVG(sums []targetSummary, title string) string {
 		r     float64
 		label string
 		color string
-	}{{1, "direct", "#111"}, {0.7, "target 0.7", "#b00020"}} {
+	}{{1, "direct", "#111"}, {0.7, "gateway goal 0.7", "#b00020"}} {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-dasharray="5,3"/>`+"\n", x(ref.r), plotTop, x(ref.r), plotBottom, ref.color)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="%s" font-size="11">%s</text>`+"\n", x(ref.r), plotTop-4, ref.color, ref.label)
 	}

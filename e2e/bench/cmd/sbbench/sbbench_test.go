@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/directgate/directgate/config"
 )
@@ -452,11 +454,16 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("rss %s / %s", num(gw.GatewayPeakRSSMiB, 0), num(hp.GatewayPeakRSSMiB, 0))
 	}
 
-	// The outputs accept a case with no successful run.
-	x := benchCase{Name: "x & <y>", Targets: []string{"direct", "gateway"}}
-	failed := summarize([]benchCase{x}, []runResult{{Case: x.Name, Target: "gateway", Failure: "FATAL: no"}})
-	if failed[0].Status != "not run" || failed[1].Status != "FAILED: 1/1 runs" {
-		t.Fatalf("failed case: %q, %q", failed[0].Status, failed[1].Status)
+	// The outputs accept a case with no successful run, and one whose
+	// direct runs all failed.
+	x := benchCase{Name: "x & <y>", Targets: []string{"direct", "gateway", "haproxy"}}
+	failed := summarize([]benchCase{x}, []runResult{
+		{Case: x.Name, Target: "direct", Round: 1, Failure: "FATAL: direct"},
+		{Case: x.Name, Target: "gateway", Round: 1, Failure: "FATAL: no"},
+		{Case: x.Name, Target: "haproxy", Round: 1, OK: true, QPS: 10},
+	})
+	if failed[0].Status != "FAILED: 1/1 runs" || failed[1].Status != "FAILED: 1/1 runs" || failed[2].Status != "ok" || failed[2].Ratio != nil {
+		t.Fatalf("failed case: %+v", failed)
 	}
 	sums = append(sums, failed...)
 	var out strings.Builder
@@ -476,12 +483,12 @@ func TestSummarize(t *testing.T) {
 	if err := wellFormed(svg); err != nil {
 		t.Fatalf("SVG is not well-formed XML: %v\n%s", err, svg)
 	}
-	wantAll(t, "SVG", svg, "failed (1/1 runs)", ">x &amp; &lt;y&gt;<", ">haproxy<", ">proxysql<", targetColors["gorelay"], peerColors[0], ">0.93<")
+	wantAll(t, "SVG", svg, "failed (1/1 runs)", "no ratio: direct failed in its rounds", "gateway goal 0.7", ">x &amp; &lt;y&gt;<", ">haproxy<", ">proxysql<", targetColors["gorelay"], peerColors[0], ">0.93<")
 	if strings.Contains(svg, ">direct</text>\n<rect") || strings.Contains(svg, "two servers") {
 		t.Errorf("SVG draws a direct bar or the two-server note:\n%s", svg)
 	}
-	// One bar per non-direct target: 4 in the first case, 1 in the second
-	// (failed, no bar), plus the legend's 4 squares and the background.
+	// One bar per non-direct target: 4 in the first case, none in the
+	// second (no ratios), plus the legend's 4 squares and the background.
 	if n := strings.Count(svg, "<rect "); n != 1+4+4 {
 		t.Errorf("SVG has %d rects, want 9:\n%s", n, svg)
 	}
@@ -563,5 +570,29 @@ func TestMedian(t *testing.T) {
 		if got := *median(tc.in); got != tc.want {
 			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.want)
 		}
+	}
+}
+
+func TestRetry(t *testing.T) {
+	ctx := context.Background()
+	calls := 0
+	err := retry(ctx, time.Second, time.Millisecond, nil, func(context.Context) error {
+		if calls++; calls < 3 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if err != nil || calls != 3 {
+		t.Fatalf("retry: %v after %d calls", err, calls)
+	}
+	err = retry(ctx, 30*time.Millisecond, time.Millisecond, nil, func(context.Context) error { return errors.New("never") })
+	if err == nil || !strings.Contains(err.Error(), "never") || !strings.Contains(err.Error(), "30ms") {
+		t.Fatalf("retry past its limit: %v", err)
+	}
+	exited := make(chan struct{})
+	close(exited)
+	err = retry(ctx, time.Minute, time.Millisecond, exited, func(context.Context) error { return errors.New("refused") })
+	if err == nil || !strings.Contains(err.Error(), "exited") || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("retry with the process gone: %v", err)
 	}
 }
