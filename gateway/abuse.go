@@ -65,19 +65,3 @@ func (ss *Session) authFailed(user string) {
 		time.Sleep(d)
 	}
 }
-
-// writeDeadlineConn sets a write deadline of timeout before each write to
-// the client, so a client that stops reading is cut after timeout.
-type writeDeadlineConn struct {
-	net.Conn
-	timeout time.Duration
-}
-
-// NetConn returns the wrapped connection (for wire.Conn's checks of the
-// socket).
-func (c writeDeadlineConn) NetConn() net.Conn { return c.Conn }
-
-func (c writeDeadlineConn) Write(p []byte) (int, error) {
-	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.timeout))
-	return c.Conn.Write(p)
-}

@@ -181,19 +181,13 @@ const handshakeMaxPacket = 128 << 10
 // NewConn implements mysqlserver.Handler: the session of an accepted
 // client connection.
 func (s *Server) NewConn(nc net.Conn, id uint32) mysqlserver.Conn {
-	// Writes to the client carry a deadline, so a client that stops
-	// reading its results is cut instead of holding a backend connection.
-	var cw net.Conn = nc
-	if d := *s.cfg.WriteTimeout; d > 0 {
-		cw = writeDeadlineConn{Conn: nc, timeout: d}
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ss := &Session{
 		srv: s,
 		id:  id,
 		clientSide: clientSide{
 			nc:     nc,
-			client: wire.NewConn(cw, clientReadBuffer, clientWriteBuffer),
+			client: wire.NewConn(nc, clientReadBuffer, clientWriteBuffer),
 			status: wire.StatusAutocommit,
 		},
 		log:    s.log.With("conn_id", id, "client_addr", nc.RemoteAddr().String()),
@@ -203,6 +197,9 @@ func (s *Server) NewConn(nc net.Conn, id uint32) mysqlserver.Conn {
 	// Before login a client gets no more than a handshake needs; the
 	// command loop sets max_allowed_packet once it is logged in.
 	ss.client.MaxPacket = handshakeMaxPacket
+	// Writes to the client carry a deadline, so a client that stops
+	// reading its results is cut instead of holding a backend connection.
+	ss.client.SetWriteTimeout(*s.cfg.WriteTimeout)
 	ss.busy.Store(true)
 	return ss
 }

@@ -23,10 +23,13 @@ var ErrSequence = errors.New("wire: packet out of sequence")
 // of packets with their sequence ids. The same type serves the client side
 // (the gateway as server) and the backend side (the gateway as client).
 type Conn struct {
-	nc  net.Conn
-	br  *bufio.Reader
-	bw  *bufio.Writer
-	seq byte
+	nc net.Conn
+	// sock is the transport the buffers read and write: the socket with
+	// raw system calls and the write timeout (socket.go). TLS runs on it.
+	sock *socket
+	br   *bufio.Reader
+	bw   *bufio.Writer
+	seq  byte
 	// buf holds the last packet returned by ReadPacket, aux the last of
 	// ReadPacketAux.
 	buf, aux []byte
@@ -39,8 +42,13 @@ type Conn struct {
 // NewConn wraps nc with a read buffer of rsize and a write buffer of wsize
 // bytes.
 func NewConn(nc net.Conn, rsize, wsize int) *Conn {
-	return &Conn{nc: nc, br: bufio.NewReaderSize(nc, rsize), bw: bufio.NewWriterSize(nc, wsize)}
+	s := newSocket(nc)
+	return &Conn{nc: nc, sock: s, br: bufio.NewReaderSize(s, rsize), bw: bufio.NewWriterSize(s, wsize)}
 }
+
+// SetWriteTimeout makes every write fail that cannot finish within d (a
+// peer that stops reading); 0, the default, never. It holds over TLS too.
+func (c *Conn) SetWriteTimeout(d time.Duration) { c.sock.writeTimeout = d }
 
 // NetConn returns the connection c reads and writes: the socket, or its
 // *tls.Conn after StartTLSServer or StartTLSClient.

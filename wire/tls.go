@@ -34,13 +34,13 @@ func (c *Conn) startTLS(wrap func(net.Conn) *tls.Conn) (*tls.Conn, error) {
 	if err := c.bw.Flush(); err != nil {
 		return nil, err
 	}
-	raw := c.nc
+	var raw net.Conn = c.sock
 	if n := c.br.Buffered(); n > 0 {
 		// A client may send its TLS ClientHello right behind the SSL
 		// request, without waiting: those bytes are already in the read
 		// buffer and belong to the TLS layer.
 		pre, _ := c.br.Peek(n)
-		raw = &prefixConn{Conn: c.nc, pre: append([]byte(nil), pre...)}
+		raw = &prefixConn{Conn: c.sock, pre: append([]byte(nil), pre...)}
 	}
 	tc := wrap(raw)
 	c.nc = tc
@@ -64,6 +64,9 @@ type prefixConn struct {
 	net.Conn
 	pre []byte
 }
+
+// NetConn returns the connection under the prefix.
+func (p *prefixConn) NetConn() net.Conn { return p.Conn }
 
 func (p *prefixConn) Read(b []byte) (int, error) {
 	if len(p.pre) > 0 {
