@@ -15,7 +15,9 @@
 // A Session is in parts, each in its own file: clientSide (session.go),
 // replayState (state.go), routeState (route.go), leaseState (pins.go),
 // preparedStmts (stmt.go), sessionView (session.go), diagnostics
-// (diag.go).
+// (diag.go). Logic that needs one part only is a method of that part
+// (promoted to Session, so callers do not name the part); Session's own
+// methods are the ones that coordinate several parts with the backends.
 //
 // The query path: read the command packet, classify it (querypath), take
 // the session's pinned backend connection or one from the primary's pool

@@ -184,7 +184,7 @@ func fakeSession(t *testing.T, clientCaps uint32, servers ...*fakeServer) (*Sess
 // clientCaps negotiated.
 func sessionOf(srv *Server, clientCaps uint32) (*Session, *bufConn) {
 	nc := &bufConn{}
-	ss := &Session{srv: srv, log: srv.log, cluster: srv.clusters["main"], clientSide: clientSide{
+	ss := &Session{srv: srv, log: srv.log, cluster: srv.clusters["main"], replayState: replayState{versions: &srv.stateIDs}, clientSide: clientSide{
 		nc: nc, client: wire.NewConn(nc, 4096, 4096), caps: clientCaps, collation: wire.DefaultCollation,
 	}}
 	user := "u"

@@ -108,15 +108,15 @@ func (be *backend) closeKillers() {
 
 // beginInFlight publishes conn as the connection running the session's
 // statement, for KILL QUERY and a forced close.
-func (ss *Session) beginInFlight(conn *backendConn) { ss.inFlight.Store(conn) }
+func (sv *sessionView) beginInFlight(conn *backendConn) { sv.inFlight.Store(conn) }
 
 // endInFlight ends the statement's publication. It waits for a kill of
 // the statement being sent (killStatement), so that the connection, which
 // may go back to the pool next, is not killed under another statement.
-func (ss *Session) endInFlight() {
-	ss.killMu.Lock()
-	ss.inFlight.Store(nil)
-	ss.killMu.Unlock()
+func (sv *sessionView) endInFlight() {
+	sv.killMu.Lock()
+	sv.inFlight.Store(nil)
+	sv.killMu.Unlock()
 }
 
 // killStatement stops the statement the session runs on a backend, if any

@@ -59,9 +59,9 @@ func (ss *Session) routeOwner(route querypath.Route) (ownerRoute, *config.AutoIn
 }
 
 // ownerName qualifies a table name with the session's database, lower case.
-func (ss *Session) ownerName(table string) string {
+func (rs *replayState) ownerName(table string) string {
 	if !strings.Contains(table, ".") {
-		table = ss.db + "." + table
+		table = rs.db + "." + table
 	}
 	return strings.ToLower(table)
 }

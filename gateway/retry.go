@@ -58,8 +58,8 @@ func (rt *retry) again(why retryReason) {
 // retryable reports whether a try that reached the server may still run
 // again: the first try, in a session that holds no state on its
 // connection but the previous statement's result.
-func (ss *Session) retryable(rt *retry) bool {
-	return rt.attempt == 0 && ss.pins&^transientPins == 0
+func (ls *leaseState) retryable(rt *retry) bool {
+	return rt.attempt == 0 && ls.pins&^transientPins == 0
 }
 
 // noConnection answers a command whose try got no connection (no primary,

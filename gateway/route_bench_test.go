@@ -34,7 +34,7 @@ func benchSession(b testing.TB, replicas int) *Session {
 		addrs = append(addrs, fmt.Sprintf("fake:%d", i+2))
 	}
 	srv := testServer(b, addrs, replicas > 0, nopDial, benchProber{}, 10*time.Millisecond)
-	ss := &Session{srv: srv, log: srv.log, cluster: srv.clusters["main"], clientSide: clientSide{status: wire.StatusAutocommit, collation: wire.DefaultCollation}}
+	ss := &Session{srv: srv, log: srv.log, cluster: srv.clusters["main"], replayState: replayState{versions: &srv.stateIDs}, clientSide: clientSide{status: wire.StatusAutocommit, collation: wire.DefaultCollation}}
 	ss.resetState()
 	return ss
 }

@@ -183,8 +183,9 @@ const handshakeMaxPacket = 128 << 10
 func (s *Server) NewConn(nc net.Conn, id uint32) mysqlserver.Conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	ss := &Session{
-		srv: s,
-		id:  id,
+		srv:         s,
+		id:          id,
+		replayState: replayState{versions: &s.stateIDs},
 		clientSide: clientSide{
 			nc:     nc,
 			client: wire.NewConn(nc, clientReadBuffer, clientWriteBuffer),
@@ -258,8 +259,8 @@ func (ss *Session) Serve() {
 }
 
 // clientHost is the client's address without the port.
-func (ss *Session) clientHost() string {
-	host, _, _ := net.SplitHostPort(ss.nc.RemoteAddr().String())
+func (cs *clientSide) clientHost() string {
+	host, _, _ := net.SplitHostPort(cs.nc.RemoteAddr().String())
 	return host
 }
 
@@ -404,12 +405,12 @@ func (ss *Session) writeErr(e *wire.SQLError) error {
 }
 
 // writeOK sends an OK packet and flushes.
-func (ss *Session) writeOK(ok wire.OK) error {
+func (cs *clientSide) writeOK(ok wire.OK) error {
 	var b [32]byte
-	if err := ss.client.WritePacket(wire.AppendOK(b[:0], ok)); err != nil {
+	if err := cs.client.WritePacket(wire.AppendOK(b[:0], ok)); err != nil {
 		return err
 	}
-	return ss.client.Flush()
+	return cs.client.Flush()
 }
 
 // comQuery runs a text-protocol statement.
@@ -1090,28 +1091,28 @@ func (ss *Session) afterError(conn *backendConn, route querypath.Route, res wire
 // afterInsertID keeps the session's LAST_INSERT_ID() after a statement on
 // conn: from the OK packet where it says, else read back from conn before
 // it goes (insertIDPending).
-func (ss *Session) afterInsertID(conn *backendConn, route querypath.Route, res wire.Result, ok bool) {
+func (rs *replayState) afterInsertID(conn *backendConn, route querypath.Route, res wire.Result, ok bool) {
 	switch {
 	case !(res.OK.LastInsertID != 0 || route.MultiStatement ||
 		route.Pin&querypath.PinLastResult != 0 && route.DML == querypath.DMLNone ||
 		!ok && route.Kind == querypath.KindOther):
 		// LAST_INSERT_ID() is as it was.
-	case ss.insertIDSynced:
+	case rs.insertIDSynced:
 		// The statement may have changed LAST_INSERT_ID() (the OK
 		// packet's id may also be an explicit value that did not): the
 		// connection holds the session's value; read it back before the
 		// connection goes.
 		if res.OK.LastInsertID != 0 {
-			ss.lastInsertID = res.OK.LastInsertID
+			rs.lastInsertID = res.OK.LastInsertID
 		}
-		ss.insertIDPending = true
+		rs.insertIDPending = true
 		conn.insertIDKnown = false
 	case ok && (route.DML == querypath.DMLUpdate || route.DML == querypath.DMLDelete):
 		// Only LAST_INSERT_ID(expr) changes it here, and the OK packet
 		// carries its value.
-		ss.lastInsertID = res.OK.LastInsertID
-		conn.lastInsertID, conn.insertIDKnown = ss.lastInsertID, true
-		ss.insertIDSynced = true
+		rs.lastInsertID = res.OK.LastInsertID
+		conn.lastInsertID, conn.insertIDKnown = rs.lastInsertID, true
+		rs.insertIDSynced = true
 	default:
 		conn.insertIDKnown = false
 	}

@@ -93,9 +93,9 @@ func (ss *Session) takeShare(be *backend) error {
 }
 
 // giveShare gives back the session's token, if it holds one.
-func (ss *Session) giveShare() {
-	if ss.share != nil {
-		<-ss.share
-		ss.share = nil
+func (ls *leaseState) giveShare() {
+	if ls.share != nil {
+		<-ls.share
+		ls.share = nil
 	}
 }

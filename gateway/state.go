@@ -3,6 +3,7 @@ package gateway
 import (
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/directgate/directgate/wire"
 )
@@ -18,6 +19,10 @@ type replayState struct {
 	vars      map[string]string
 	multiStmt bool
 	stateID   uint64
+	// versions numbers state versions for every session of the server
+	// (Server.stateIDs): a version names one session's state, whatever
+	// connection carries it.
+	versions *atomic.Uint64
 	// globals is cluster.globals when the session started: connections
 	// whose sessions are older are reset before they serve it.
 	globals uint64
@@ -86,20 +91,20 @@ func (rs *replayState) qualify(name string) string {
 // does (sync, or the statement that made the change ran there).
 
 // nextState gives the session a new state version after a change.
-func (ss *Session) nextState() { ss.stateID = ss.srv.stateIDs.Add(1) }
+func (rs *replayState) nextState() { rs.stateID = rs.versions.Add(1) }
 
 // dbChangedOn records that a statement on conn made db the default
 // database: the session's and conn's.
-func (ss *Session) dbChangedOn(conn *backendConn, db string) {
-	ss.db, conn.db = db, db
-	ss.nextState()
-	conn.syncedState = ss.stateID
+func (rs *replayState) dbChangedOn(conn *backendConn, db string) {
+	rs.db, conn.db = db, db
+	rs.nextState()
+	conn.syncedState = rs.stateID
 }
 
-// varsChangedOn records that ss.vars changed by a statement on conn,
+// varsChangedOn records that rs.vars changed by a statement on conn,
 // which therefore has them.
-func (ss *Session) varsChangedOn(conn *backendConn) {
-	ss.nextState()
-	conn.vars = copyVars(ss.vars)
-	conn.syncedState = ss.stateID
+func (rs *replayState) varsChangedOn(conn *backendConn) {
+	rs.nextState()
+	conn.vars = copyVars(rs.vars)
+	conn.syncedState = rs.stateID
 }

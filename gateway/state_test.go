@@ -35,7 +35,7 @@ func TestQualify(t *testing.T) {
 // leaves that connection carrying the new version, and no other.
 func TestStateChangesMarkTheirConnection(t *testing.T) {
 	srv := &Server{}
-	ss := &Session{srv: srv}
+	ss := &Session{srv: srv, replayState: replayState{versions: &srv.stateIDs}}
 	ss.vars = map[string]string{"sql_mode": "''"}
 	on, other := &backendConn{}, &backendConn{}
 	ss.nextState()

@@ -87,10 +87,10 @@ type connStmt struct {
 
 // stmtKey names st on a backend connection: its text under the session
 // variables and the database it was prepared in.
-func (ss *Session) stmtKey(st *stmt) connStmtKey {
-	state := ss.stateKey()
-	if st.db != ss.db {
-		state = st.db + state[len(ss.db):]
+func (rs *replayState) stmtKey(st *stmt) connStmtKey {
+	state := rs.stateKey()
+	if st.db != rs.db {
+		state = st.db + state[len(rs.db):]
 	}
 	return connStmtKey{state: state, sql: st.sql}
 }
@@ -286,12 +286,12 @@ func (ss *Session) statementFailed(conn *backendConn, err error) error {
 }
 
 // lookupStmt finds the client's statement id in p[1:5].
-func (ss *Session) lookupStmt(p []byte, cmdName string) (*stmt, uint32, *wire.SQLError) {
+func (ps *preparedStmts) lookupStmt(p []byte, cmdName string) (*stmt, uint32, *wire.SQLError) {
 	id, ok := wire.StmtCommandID(p)
 	if !ok {
 		return nil, 0, wire.NewError(mysqlserver.ErMalformedPacket, "08S01", "Malformed communication packet")
 	}
-	st := ss.stmts[id]
+	st := ps.stmts[id]
 	if st == nil {
 		return nil, id, wire.NewError(1243, "HY000", "Unknown prepared statement handler (%d) given to %s", id, cmdName)
 	}
@@ -358,7 +358,7 @@ func (ss *Session) comStmtExecute(p []byte) error {
 		}
 		bid, err := ss.backendStmt(conn, st)
 		if err == nil {
-			err = ss.sendLongData(conn, st, bid)
+			err = st.sendLongData(conn, bid)
 		}
 		if err != nil {
 			var e *wire.SQLError
@@ -418,7 +418,7 @@ func (ss *Session) prepareLocal(sql string, route querypath.Route) error {
 }
 
 // sendLongData replays the statement's pending long data on conn.
-func (ss *Session) sendLongData(conn *backendConn, st *stmt, bid uint32) error {
+func (st *stmt) sendLongData(conn *backendConn, bid uint32) error {
 	for _, ld := range st.longData {
 		if err := conn.SendNoReply(wire.AppendSendLongData(nil, bid, ld.param, ld.data)); err != nil {
 			return err
@@ -507,11 +507,11 @@ func (ss *Session) closeCursor(st *stmt) {
 }
 
 // closeCursors forgets every open cursor (their connection is gone).
-func (ss *Session) closeCursors() {
-	for _, st := range ss.stmts {
+func (ps *preparedStmts) closeCursors() {
+	for _, st := range ps.stmts {
 		st.cursor = false
 	}
-	ss.cursors = 0
+	ps.cursors = 0
 }
 
 // comStmtFetch reads rows of an open cursor on the pinned connection.

@@ -359,7 +359,7 @@ func (ss *Session) sendFailed(conn *backendConn, err error) (wire.Result, error)
 
 // readInsertID reads conn's LAST_INSERT_ID() into the session after a
 // statement that may have changed it.
-func (ss *Session) readInsertID(conn *backendConn) error {
+func (rs *replayState) readInsertID(conn *backendConn) error {
 	var v []byte
 	err := conn.QueryRows("SELECT LAST_INSERT_ID()", func(row [][]byte) {
 		if len(row) == 1 {
@@ -373,7 +373,7 @@ func (ss *Session) readInsertID(conn *backendConn) error {
 	if perr != nil {
 		return nil
 	}
-	ss.lastInsertID = id
+	rs.lastInsertID = id
 	conn.lastInsertID, conn.insertIDKnown = id, true
 	return nil
 }
@@ -452,8 +452,8 @@ func (ss *Session) idleTimeout() time.Duration {
 
 // varSeconds is the session variable name, a number of seconds, as a
 // duration; 0 when unset or not positive.
-func (ss *Session) varSeconds(name string) time.Duration {
-	v, ok := ss.vars[name]
+func (rs *replayState) varSeconds(name string) time.Duration {
+	v, ok := rs.vars[name]
 	if !ok {
 		return 0
 	}
