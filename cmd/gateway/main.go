@@ -122,9 +122,9 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	log := newLogger(cfg.Log, stderr)
 	vtlog.SwapLogger(newSlogBridge(log.Named("vitess")))
-	if n, why := goMaxProcs(cfg.GoMaxProcs, os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0)); n > 0 {
-		runtime.GOMAXPROCS(n)
-		log.Info("Go threads sized", "gomaxprocs", n, "why", why)
+	if cfg.GoMaxProcs > 0 {
+		runtime.GOMAXPROCS(cfg.GoMaxProcs)
+		log.Info("Go threads set by gomaxprocs", "gomaxprocs", cfg.GoMaxProcs)
 	}
 
 	srv, err := gateway.New(cfg, log)
@@ -232,18 +232,4 @@ func newLogger(c config.Log, w io.Writer) hclog.Logger {
 		Output:     w,
 		TimeFormat: time.RFC3339Nano,
 	})
-}
-
-// goMaxProcs decides the gateway's GOMAXPROCS from the config's gomaxprocs
-// (setting), the GOMAXPROCS environment variable (env) and Go's own choice
-// (current: the CPUs the process may use). It returns 0 to leave Go's
-// choice alone.
-func goMaxProcs(setting int, env string, current int) (n int, why string) {
-	switch {
-	case setting > 0:
-		return setting, "gomaxprocs in the config"
-	case setting < 0 || env != "":
-		return 0, ""
-	}
-	return max(1, (current+1)/2), "half the CPUs the process may use (gomaxprocs: 0)"
 }

@@ -52,21 +52,3 @@ func TestServeRefusesOpenHTTPWithoutToken(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 }
-
-func TestGoMaxProcs(t *testing.T) {
-	for _, c := range []struct {
-		setting int
-		env     string
-		current int
-		want    int
-	}{
-		{0, "", 2, 1}, {0, "", 1, 1}, {0, "", 3, 2}, {0, "", 8, 4}, {0, "", 16, 8},
-		{0, "2", 2, 0}, // the environment decides
-		{-1, "", 8, 0}, // Go's default
-		{3, "", 2, 3}, {3, "1", 2, 3}, // the config wins
-	} {
-		if got, _ := goMaxProcs(c.setting, c.env, c.current); got != c.want {
-			t.Errorf("goMaxProcs(%d, %q, %d) = %d, want %d", c.setting, c.env, c.current, got, c.want)
-		}
-	}
-}
