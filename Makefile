@@ -29,7 +29,7 @@ run: build
 	e2e/local/run.sh
 
 test:
-	e2e/local/deps.sh --with-sysbench
+	e2e/local/deps.sh --with-sysbench --with-etcd
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@if [ "$(TEST_FUZZTIME)" != "0" ]; then $(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME) DIFFFUZZ_SCRIPTS=0; fi

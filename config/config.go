@@ -91,6 +91,13 @@ type Config struct {
 	// Auth configures client logins: the greeting's auth plugin and the
 	// RSA key of caching_sha2_password.
 	Auth Auth `yaml:"auth"`
+	// Topology says where clusters and users come from: this file (the
+	// default) or etcd (topology.etcd), for a fleet of gateways.
+	Topology TopologySource `yaml:"topology"`
+	// FileTopologyIgnored is set by Parse when topology.etcd is set and
+	// the file lists clusters or users anyway: they are dropped, and the
+	// gateway warns about them.
+	FileTopologyIgnored bool `yaml:"-"`
 }
 
 // Log configures logging.
@@ -339,6 +346,9 @@ func Parse(data []byte) (*Config, error) {
 	if err := dec.Decode(&c); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	if c.FromEtcd() && (len(c.Clusters) > 0 || len(c.Users) > 0) {
+		c.Clusters, c.Users, c.FileTopologyIgnored = nil, nil, true
+	}
 	if err := c.resolveSecrets(); err != nil {
 		return nil, err
 	}
@@ -353,6 +363,9 @@ func ptr[T any](v T) *T { return &v }
 
 // ApplyDefaults fills every unset key with its default.
 func (c *Config) ApplyDefaults() {
+	if c.Topology.Etcd != nil {
+		c.Topology.Etcd.applyDefaults()
+	}
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:15306"
 	}
@@ -558,7 +571,13 @@ func (c *Config) Validate() error {
 	if c.Health.Fall < 1 {
 		bad("health.fall", "must be at least 1")
 	}
-	if len(c.Clusters) == 0 {
+	// With topology.etcd and nothing applied from etcd yet, the file has
+	// no clusters or users on purpose (WithTopology checks the merge).
+	pending := c.FromEtcd() && len(c.Clusters) == 0 && len(c.Users) == 0
+	if c.Topology.Etcd != nil {
+		c.Topology.Etcd.validate("topology.etcd", bad)
+	}
+	if len(c.Clusters) == 0 && !pending {
 		bad("clusters", "at least one cluster is required")
 	}
 	backends := map[string]string{}
@@ -658,7 +677,7 @@ func (c *Config) Validate() error {
 			bad(k+".pool.dial_timeout", "must not be negative")
 		}
 	}
-	if len(c.Users) == 0 {
+	if len(c.Users) == 0 && !pending {
 		bad("users", "at least one user is required")
 	}
 	users := map[string]bool{}

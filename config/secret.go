@@ -149,6 +149,12 @@ func lastKey(key string) string {
 // resolveSecrets reads every password given by file or environment
 // variable into its key, so the rest of the gateway sees only the value.
 func (c *Config) resolveSecrets() error {
+	return c.resolveSecretsOf(true)
+}
+
+// resolveSecretsOf resolves the users' and clusters' secrets and, with
+// file, the file's own (http.token, topology.etcd.password).
+func (c *Config) resolveSecretsOf(file bool) error {
 	var errs []string
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Sprintf("config: %s: %s", key, fmt.Sprintf(format, args...)))
@@ -164,7 +170,12 @@ func (c *Config) resolveSecrets() error {
 		k := fmt.Sprintf("clusters[%d]", i)
 		resolveSecret(bad, k+".backend_password", &cl.BackendPassword, cl.BackendPasswordFile, cl.BackendPasswordEnv)
 	}
-	resolveSecret(bad, "http.token", &c.HTTP.Token, c.HTTP.TokenFile, c.HTTP.TokenEnv)
+	if file {
+		resolveSecret(bad, "http.token", &c.HTTP.Token, c.HTTP.TokenFile, c.HTTP.TokenEnv)
+		if e := c.Topology.Etcd; e != nil {
+			resolveSecret(bad, "topology.etcd.password", &e.Password, e.PasswordFile, e.PasswordEnv)
+		}
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "\n"))
 	}

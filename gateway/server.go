@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/directgate/directgate/config"
+	"github.com/directgate/directgate/fleet"
 	"github.com/directgate/directgate/healthcheck"
 	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/internal/safego"
@@ -66,9 +67,16 @@ type Server struct {
 	// shares are the users' max_pool_share semaphores.
 	shares poolShares
 	// grants remembers the privilege checks of owner statements.
-	grants    grantCache
+	grants grantCache
+	// fleet reports the gateway's place in a fleet (topology.etcd); nil
+	// without one.
+	fleet     atomic.Pointer[func() fleet.Status]
 	closeOnce sync.Once
 }
+
+// SetFleetStatus makes the status page show the fleet the gateway belongs
+// to, as status reports it.
+func (s *Server) SetFleetStatus(status func() fleet.Status) { s.fleet.Store(&status) }
 
 // New builds a server for cfg. It opens no sockets; pools start warming up.
 func New(cfg *config.Config, log hclog.Logger) (*Server, error) {

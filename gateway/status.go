@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/directgate/directgate/fleet"
 	"github.com/directgate/directgate/healthcheck"
 	"github.com/directgate/directgate/internal/safego"
 	"github.com/directgate/directgate/pools"
@@ -248,6 +249,10 @@ type statusView struct {
 	// SampleSeconds is the time between two sparkline samples.
 	SampleSeconds float64 `json:"sample_seconds"`
 
+	// Fleet is the gateway's place in a fleet (topology.etcd), nil
+	// without one.
+	Fleet *fleet.Status `json:"fleet,omitempty"`
+
 	Clusters   []clusterStatus `json:"clusters"`
 	Clients    clientStatus    `json:"clients"`
 	Sessions   sessionStatus   `json:"sessions"`
@@ -374,6 +379,10 @@ func (s *Server) statusView() statusView {
 		SplitBrainRefusals: s.refusals.splitBrain.Load(), NoPrimaryFailures: s.refusals.noPrimary.Load(),
 	}
 	v.Ready, v.NotReady = s.readiness()
+	if f := s.fleet.Load(); f != nil {
+		st := (*f)()
+		v.Fleet = &st
+	}
 	m := s.metrics
 	poolsOf, ownerPools := map[backendKey][]PoolStat{}, map[string]PoolStat{}
 	for _, p := range s.PoolStats() {

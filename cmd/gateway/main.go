@@ -2,6 +2,7 @@
 //
 //	gateway serve --config gateway.yaml [--listen ADDR] [--log-level LEVEL]
 //	gateway owner --config gateway.yaml --cluster NAME [--log-level LEVEL]
+//	gateway topo put|get|status --config gateway.yaml [--file TOPOLOGY.yaml]
 //	gateway version
 package main
 
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/directgate/directgate/config"
+	"github.com/directgate/directgate/fleet"
 	"github.com/directgate/directgate/gateway"
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/pflag"
@@ -37,6 +39,7 @@ func main() {
 const usage = `usage:
   gateway serve --config FILE [--listen ADDR] [--http-listen ADDR] [--log-level LEVEL] [--log-format text|json]
   gateway owner --config FILE [--cluster NAME] [--log-level LEVEL] [--log-format text|json]
+  gateway topo put|get|status --config FILE [--file TOPOLOGY.yaml]
   gateway version
 `
 
@@ -59,6 +62,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "owner":
 		if err := runOwner(args[1:], stderr); err != nil {
 			fmt.Fprintf(stderr, "gateway owner: %v\n", err)
+			return 1
+		}
+		return 0
+	case "topo":
+		if err := runTopo(args[1:], stdout, stderr); err != nil {
+			fmt.Fprintf(stderr, "gateway topo: %v\n", err)
 			return 1
 		}
 		return 0
@@ -102,6 +111,7 @@ func serve(args []string, stderr io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	base := cfg // the file, before any topology from etcd
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -127,12 +137,31 @@ func serve(args []string, stderr io.Writer) error {
 		log.Info("Go threads set by gomaxprocs", "gomaxprocs", cfg.GoMaxProcs)
 	}
 
+	var fc *fleet.Client
+	var topoDoc []byte
+	var topoRev int64
+	if base.FromEtcd() {
+		if fc, cfg, topoDoc, topoRev, err = fleetTopology(base, log); err != nil {
+			return err
+		}
+		defer fc.Close()
+	}
 	srv, err := gateway.New(cfg, log)
 	if err != nil {
 		return err
 	}
 	if err := srv.Listen(); err != nil {
 		return errors.Join(err, srv.Shutdown(context.Background()))
+	}
+	var agent *fleet.Agent
+	if fc != nil {
+		fleetCtx, stopFleet := context.WithCancel(context.Background())
+		agent = fc.StartAgent(fleetCtx, fleet.Member{
+			ID: memberID(srv.Addr()), Addr: srv.Addr().String(), HTTP: cfg.HTTPListen, Version: version, Started: time.Now().UTC(),
+		}, base, topoDoc, topoRev, srv)
+		srv.SetFleetStatus(agent.Status)
+		srv.Registry().MustRegister(agent.Collectors()...)
+		defer func() { stopFleet(); <-agent.Done() }()
 	}
 	var httpSrv *http.Server
 	if cfg.HTTPListen != "off" {
@@ -156,7 +185,7 @@ func serve(args []string, stderr io.Writer) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	go reloadOnHUP(hup, *cfgPath, srv, log)
+	go reloadOnHUP(hup, *cfgPath, srv, agent, log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -182,12 +211,19 @@ func serve(args []string, stderr io.Writer) error {
 	return err
 }
 
-// reloadOnHUP re-reads the config file on every SIGHUP and applies it; an
-// invalid file is logged with the reason and the running config stays.
-func reloadOnHUP(hup <-chan os.Signal, path string, srv *gateway.Server, log hclog.Logger) {
+// reloadOnHUP re-reads the config file on every SIGHUP and applies it (with
+// topology.etcd, merged with the topology from etcd); an invalid file is
+// logged with the reason and the running config stays.
+func reloadOnHUP(hup <-chan os.Signal, path string, srv *gateway.Server, agent *fleet.Agent, log hclog.Logger) {
 	for range hup {
 		cfg, err := config.Load(path)
-		if err == nil {
+		switch {
+		case err != nil:
+		case agent != nil && cfg.FromEtcd():
+			err = agent.SetBase(cfg)
+		case agent != nil || cfg.FromEtcd():
+			err = errors.New("topology.etcd cannot be turned on or off by a reload; restart the gateway")
+		default:
 			err = srv.Reload(cfg)
 		}
 		if err != nil {

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs what the e2e tests and the local stack need, when it is missing:
-# MariaDB server and client, with --with-sysbench also sysbench, and with
-# --with-bench sysbench and HAProxy (make bench's relay target).
+# MariaDB server and client, with --with-sysbench also sysbench, with
+# --with-bench sysbench and HAProxy (make bench's relay target), and with
+# --with-etcd etcd (the fleet tests and make run-fleet start their own on
+# free ports; under systemd, Debian's package also starts a system etcd on
+# 127.0.0.1:2379).
 # Debian/Ubuntu only (apt). As root it installs; otherwise it prints the
 # exact command to run and exits 1.
 #
-# Usage: e2e/local/deps.sh [--with-sysbench] [--with-bench]
+# Usage: e2e/local/deps.sh [--with-sysbench] [--with-bench] [--with-etcd]
 #
 # Run by e2e/local/run.sh (make run), make test and make bench.
 set -euo pipefail
@@ -15,12 +18,14 @@ export PATH="$PATH:/usr/sbin:/usr/local/sbin"
 
 want_sysbench=0
 want_haproxy=0
+want_etcd=0
 for arg in "$@"; do
 	case "$arg" in
 	--with-sysbench) want_sysbench=1 ;;
 	--with-bench) want_sysbench=1 want_haproxy=1 ;;
+	--with-etcd) want_etcd=1 ;;
 	-h | --help)
-		sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*)
@@ -44,6 +49,10 @@ if [[ $want_sysbench == 1 ]] && ! command -v sysbench >/dev/null; then
 fi
 if [[ $want_haproxy == 1 ]] && ! command -v haproxy >/dev/null; then
 	missing+=(haproxy)
+fi
+
+if [[ $want_etcd == 1 ]] && ! command -v etcd >/dev/null; then
+	missing+=(etcd-server etcd-client)
 fi
 
 if [[ ${#missing[@]} == 0 ]]; then

@@ -1,0 +1,146 @@
+package fleet_test
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// serverID asks a new session through db which server answers its reads.
+func serverID(t testing.TB, db *sql.DB) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var id int
+	if err := conn.QueryRowContext(ctx, "SELECT @@server_id").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// load runs clients through every gateway until stop, bounded in time and
+// count, and counts the statements that failed.
+type load struct {
+	stop       chan struct{}
+	wg         sync.WaitGroup
+	ok, failed atomic.Int64
+	mu         sync.Mutex
+	firstErr   error
+}
+
+func startLoad(dbs []*sql.DB, clientsEach int) *load {
+	l := &load{stop: make(chan struct{})}
+	deadline := time.Now().Add(3 * time.Minute)
+	for _, db := range dbs {
+		for range clientsEach {
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				for i := 0; i < 200000 && time.Now().Before(deadline); i++ {
+					select {
+					case <-l.stop:
+						return
+					case <-time.After(5 * time.Millisecond):
+					}
+					var id int
+					if err := db.QueryRow("SELECT @@server_id").Scan(&id); err != nil {
+						l.failed.Add(1)
+						l.mu.Lock()
+						if l.firstErr == nil {
+							l.firstErr = err
+						}
+						l.mu.Unlock()
+						continue
+					}
+					l.ok.Add(1)
+				}
+			}()
+		}
+	}
+	return l
+}
+
+func (l *load) end() { close(l.stop); l.wg.Wait() }
+
+// The topology comes from etcd; a change to it (a replica added) reaches
+// every gateway without a restart; etcd down for 30 s under load fails no
+// statement, each gateway says it serves from its last topology, and
+// changes flow again once etcd is back.
+func TestTopologyFromEtcd(t *testing.T) {
+	const prefix = "/fleet-topology"
+	primaryID, replicaID := 201, 202
+	putTopology(t, prefix, topology("    replica_reads: on\n", shared.primary))
+	var gws []*proc
+	var dbs []*sql.DB
+	for range 3 {
+		g := startGateway(t, prefix)
+		gws = append(gws, g)
+		dbs = append(dbs, g.db(t))
+	}
+	for i, db := range dbs {
+		if id := serverID(t, db); id != primaryID {
+			t.Fatalf("gateway %d: reads from server %d before the replica is in the topology, want the primary %d", i, id, primaryID)
+		}
+	}
+	status := topo(t, prefix, "status")
+	if n := strings.Count(status, "\ngateway "); n != 3 {
+		t.Fatalf("topo status lists %d gateways, want 3:\n%s", n, status)
+	}
+
+	l := startLoad(dbs, 4)
+	defer func() {
+		if l != nil {
+			l.end()
+		}
+	}()
+
+	putTopology(t, prefix, topology("    replica_reads: on\n", shared.primary, shared.replica))
+	for i, db := range dbs {
+		took := waitFor(t, "reads from the added replica", func() bool { return serverID(t, db) == replicaID })
+		t.Logf("gateway %d reads from the added replica after %v", i, took.Round(time.Millisecond))
+	}
+
+	outage := 30 * time.Second
+	before := l.ok.Load()
+	start := time.Now()
+	if err := shared.etcd.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range gws {
+		waitFor(t, "the gateway to report etcd unreachable", func() bool { return g.fleetStatus(t)["etcd_connected"] == false })
+		t.Logf("gateway %d reports etcd unreachable after %v", i, time.Since(start).Round(time.Millisecond))
+	}
+	time.Sleep(outage - time.Since(start))
+	if err := shared.etcd.Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("etcd down for %v: %d statements served meanwhile, %d failed", time.Since(start).Round(time.Millisecond), l.ok.Load()-before, l.failed.Load())
+	for _, g := range gws {
+		waitFor(t, "the gateway to reconnect to etcd", func() bool { return g.fleetStatus(t)["etcd_connected"] == true })
+	}
+	// Changes flow again: replica reads off sends reads to the primary.
+	putTopology(t, prefix, topology("", shared.primary, shared.replica))
+	for _, db := range dbs {
+		waitFor(t, "reads from the primary after replica_reads off", func() bool { return serverID(t, db) == primaryID })
+	}
+	status = topo(t, prefix, "status")
+	if n := strings.Count(status, "\ngateway "); n != 3 || strings.Contains(status, "behind") {
+		t.Fatalf("topo status after the outage:\n%s", status)
+	}
+	l.end()
+	ok, failed := l.ok.Load(), l.failed.Load()
+	l = nil
+	t.Logf("load: %d statements, %d failed", ok, failed)
+	if failed != 0 {
+		t.Fatalf("%d statements failed during topology changes and the etcd outage", failed)
+	}
+}

@@ -1,0 +1,171 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/directgate/directgate/config"
+)
+
+// Reloader applies a whole configuration to a running process, as SIGHUP
+// does; the gateway's Server is one.
+type Reloader interface {
+	Reload(*config.Config) error
+}
+
+// Agent keeps one gateway in the fleet: it registers the gateway, watches
+// the topology and applies every change to it through the Reloader, on top
+// of the gateway's own file (base). When etcd is out of reach the gateway
+// keeps serving its last applied topology; Status says so.
+type Agent struct {
+	c   *Client
+	log hclog.Logger
+	reg *Registration
+	id  string
+
+	mu        sync.Mutex
+	target    Reloader
+	base      *config.Config
+	doc       []byte // last topology document seen
+	docRev    int64
+	applied   int64 // revision applied (0: none)
+	applyErr  error // why the last document was refused
+	appliedAt time.Time
+}
+
+// LoadTopology reads the stored topology and merges it with base: what a
+// gateway starts with. It retries until etcd answers or ctx ends, so a
+// gateway started together with etcd waits for it.
+func (c *Client) LoadTopology(ctx context.Context, base *config.Config) (*config.Config, int64, []byte, error) {
+	for {
+		doc, rev, err := c.GetTopology(ctx)
+		if err == nil {
+			cfg, err := base.WithTopology(doc)
+			return cfg, rev, doc, err
+		}
+		if errors.Is(err, ErrNoTopology) {
+			return nil, 0, nil, err
+		}
+		c.log.Warn("waiting for etcd", "error", err)
+		select {
+		case <-ctx.Done():
+			return nil, 0, nil, err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// StartAgent registers m and watches the topology from revision rev (the
+// one the gateway started with, doc its document) until ctx ends.
+func (c *Client) StartAgent(ctx context.Context, m Member, base *config.Config, doc []byte, rev int64, target Reloader) *Agent {
+	m.Kind, m.Revision = KindGateway, rev
+	a := &Agent{c: c, log: c.log, id: m.ID, target: target, base: base, doc: doc, docRev: rev, applied: rev, appliedAt: time.Now()}
+	a.reg = c.Register(ctx, m)
+	go c.WatchTopology(ctx, rev, a.apply, func(err error) { a.log.Warn("topology watch", "error", err) })
+	return a
+}
+
+// apply merges a new topology document with the base file and reloads.
+func (a *Agent) apply(doc []byte, rev int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.doc, a.docRev = doc, rev
+	a.reloadLocked()
+}
+
+// SetBase replaces the gateway's own file (after SIGHUP) and reloads it
+// with the current topology.
+func (a *Agent) SetBase(base *config.Config) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.base = base
+	return a.reloadLocked()
+}
+
+func (a *Agent) reloadLocked() error {
+	cfg, err := a.base.WithTopology(a.doc)
+	if err == nil {
+		err = a.target.Reload(cfg)
+	}
+	if err != nil {
+		a.applyErr = err
+		a.log.Error("topology from etcd refused; the running one stays", "revision", a.docRev, "error", err)
+		return err
+	}
+	a.applyErr, a.applied, a.appliedAt = nil, a.docRev, time.Now()
+	rev := a.docRev
+	a.reg.Update(func(m *Member) { m.Revision = rev })
+	a.log.Info("topology applied", "revision", rev)
+	return nil
+}
+
+// Status is what a gateway shows of the fleet on its status page and in
+// its metrics.
+type Status struct {
+	// Endpoints and Prefix say which etcd and which fleet.
+	Endpoints []string `json:"endpoints"`
+	Prefix    string   `json:"prefix"`
+	// Member is this gateway's record.
+	ID string `json:"id"`
+	// Health is the link to etcd.
+	Connected   bool      `json:"etcd_connected"`
+	LastContact time.Time `json:"etcd_last_contact"`
+	EtcdError   string    `json:"etcd_error,omitempty"`
+	// Revision is the topology revision applied, AppliedAt when; Latest is
+	// the newest seen (above Revision when it was refused: ApplyError says
+	// why).
+	Revision   int64     `json:"topology_revision"`
+	AppliedAt  time.Time `json:"topology_applied_at"`
+	Latest     int64     `json:"topology_latest_revision"`
+	ApplyError string    `json:"topology_error,omitempty"`
+}
+
+// Status reports the agent's state.
+func (a *Agent) Status() Status {
+	h := a.reg.Health()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := Status{
+		Endpoints: a.c.etcd.Endpoints(), Prefix: a.c.prefix, ID: a.id,
+		Connected: h.Connected, LastContact: h.LastContact, EtcdError: h.Error,
+		Revision: a.applied, AppliedAt: a.appliedAt, Latest: a.docRev,
+	}
+	if a.applyErr != nil {
+		s.ApplyError = a.applyErr.Error()
+	}
+	return s
+}
+
+// Done is closed when the agent's registration has ended after ctx.
+func (a *Agent) Done() <-chan struct{} { return a.reg.Done() }
+
+// Collectors are the agent's metrics, read at scrape time:
+// directgate_fleet_etcd_connected, directgate_fleet_topology_revision and
+// directgate_fleet_topology_refused.
+func (a *Agent) Collectors() []prometheus.Collector {
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "directgate_fleet_etcd_connected",
+			Help: "1 while etcd confirmed this gateway's lease less than a lease TTL ago; 0 while the gateway serves from its last topology without etcd.",
+		}, func() float64 { return b(a.Status().Connected) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "directgate_fleet_topology_revision",
+			Help: "The etcd revision of the topology this gateway has applied.",
+		}, func() float64 { return float64(a.Status().Revision) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "directgate_fleet_topology_refused",
+			Help: "1 when the newest topology in etcd was refused by this gateway (it runs an older one: see the status page or the log for why).",
+		}, func() float64 { return b(a.Status().ApplyError != "") }),
+	}
+}
