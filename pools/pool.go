@@ -91,6 +91,9 @@ type Config[T Conn] struct {
 	Prepare func(ctx context.Context, c T) (ok bool, err error)
 	// Logger receives the pool's logs. Nil means no logs.
 	Logger hclog.Logger
+	// Budget, if not nil, bounds this pool's connections together with
+	// the other pools sharing it (see Budget), on top of Size.
+	Budget *Budget
 }
 
 // withDefaults validates c and fills in the defaults. It is the one place
@@ -166,6 +169,13 @@ type Pool[T Conn] struct {
 	prepare  func(ctx context.Context, c T) (bool, error)
 	log      hclog.Logger
 	maxDials int
+	// budget bounds the pool with its siblings; nil: Size only.
+	budget *Budget
+	// budgetWaiters counts Acquire calls waiting because the budget was
+	// spent.
+	budgetWaiters atomic.Int32
+	// waiting counts Acquire calls waiting for a connection.
+	waiting atomic.Int32
 	// The timeouts may change at run time (SetTimeouts); nanoseconds.
 	idleTimeoutNs    atomic.Int64 // 0: never
 	maxLifetimeNs    atomic.Int64 // 0: never
@@ -251,6 +261,7 @@ func New[T Conn](cfg Config[T]) (*Pool[T], error) {
 		prepare:  cfg.Prepare,
 		log:      cfg.Logger.With("pool", cfg.Name),
 		maxDials: cfg.MaxDials,
+		budget:   cfg.Budget,
 		limit:    limit,
 		idle:     make(chan *Lease[T], limit),
 		room:     make(chan struct{}, 1),
@@ -261,6 +272,9 @@ func New[T Conn](cfg Config[T]) (*Pool[T], error) {
 		minIdle:  cfg.MinIdle,
 	}
 	p.storeTimeouts(cfg)
+	if p.budget != nil {
+		p.budget.attach(p)
+	}
 	p.baseCtx, p.cancelBase = context.WithCancel(context.Background())
 	p.wg.Add(1)
 	p.spawn("maintenance", p.maintain)
@@ -308,7 +322,15 @@ func (p *Pool[T]) Acquire(ctx context.Context) (*Lease[T], error) {
 func (p *Pool[T]) acquireSlow(ctx context.Context) (*Lease[T], error) {
 	start := time.Now()
 	p.waits.Add(1)
-	defer func() { p.waitNanos.Add(int64(time.Since(start))) }()
+	p.waiting.Add(1)
+	budgetWait := false
+	defer func() {
+		p.waitNanos.Add(int64(time.Since(start)))
+		p.waiting.Add(-1)
+		if budgetWait {
+			p.budgetWaiters.Add(-1)
+		}
+	}()
 	timer := p.getTimer()
 	defer p.putTimer(timer)
 
@@ -329,7 +351,17 @@ func (p *Pool[T]) acquireSlow(ctx context.Context) (*Lease[T], error) {
 		}
 		room := p.room
 		if dialc == nil {
-			dialc = p.startDial(ctx)
+			var spent bool
+			dialc, spent = p.startDial(ctx)
+			if spent {
+				if !budgetWait {
+					budgetWait = true
+					p.budgetWaiters.Add(1)
+				}
+				// Free a unit held idle by a sibling pool; its close
+				// signals room.
+				p.budget.reclaim(p)
+			}
 		}
 		if dialc != nil {
 			room = nil
@@ -409,12 +441,17 @@ func (p *Pool[T]) ready(ctx context.Context, l *Lease[T]) (bool, error) {
 
 // startDial starts a dial if the pool has room for one and returns the
 // channel that will receive its result (nil error: the connection is in
-// the idle queue). It returns nil when no dial may start now.
-func (p *Pool[T]) startDial(ctx context.Context) chan error {
+// the idle queue). It returns nil when no dial may start now; spent says
+// the pool had room but its budget had none.
+func (p *Pool[T]) startDial(ctx context.Context) (_ chan error, spent bool) {
 	p.mu.Lock()
 	if p.closed.Load() || p.open+p.dialing >= p.size || p.dialing >= p.maxDials {
 		p.mu.Unlock()
-		return nil
+		return nil, false
+	}
+	if p.budget != nil && p.budget.take(1) == 0 {
+		p.mu.Unlock()
+		return nil, true
 	}
 	p.dialing++
 	more := p.open+p.dialing < p.size && p.dialing < p.maxDials
@@ -427,7 +464,7 @@ func (p *Pool[T]) startDial(ctx context.Context) chan error {
 	result := make(chan error, 1)
 	vctx := context.WithoutCancel(ctx)
 	p.spawn("dial", func() { p.dialOne(vctx, result) })
-	return result
+	return result, false
 }
 
 // dialOne runs one dial reserved by the caller (dialing already counts
@@ -447,6 +484,9 @@ func (p *Pool[T]) dialOne(ctx context.Context, result chan<- error) {
 			p.log.Warn("dial failed", "error", err)
 		} else {
 			p.log.Debug("dial failed", "error", err)
+		}
+		if p.budget != nil {
+			p.budget.give()
 		}
 		p.signalRoom()
 		if result != nil {
@@ -503,8 +543,15 @@ func (p *Pool[T]) construct(vctx context.Context) (l *Lease[T], err error) {
 
 // destruct closes l's connection; finishDestroy runs it in a goroutine of
 // its own, counted by closing.
+//
+// The connection's budget unit comes back only once Close has returned,
+// so that a connection being closed and its successor are never both
+// counted open.
 func (p *Pool[T]) destruct(l *Lease[T]) {
 	defer p.closing.Done()
+	if p.budget != nil {
+		defer p.budget.give()
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			p.log.Error("close panicked", "panic", r)
@@ -541,6 +588,10 @@ func (l *Lease[T]) Release() {
 		return
 	}
 	if p.excess.Load() && p.shed(l, false) {
+		return
+	}
+	if p.budget != nil && p.budget.handOver(p) {
+		p.destroy(l)
 		return
 	}
 	l.idleSince = now
@@ -767,6 +818,8 @@ func (p *Pool[T]) evict() {
 			p.destroy(l)
 		case idle > 0 && now.Sub(l.idleSince) >= idle && p.shed(l, true):
 		case p.excess.Load() && p.shed(l, false):
+		case p.budget != nil && p.budget.over.Load():
+			p.destroy(l)
 		default:
 			p.putIdle(l)
 		}
@@ -782,6 +835,9 @@ func (p *Pool[T]) fill() {
 		return
 	}
 	n := min(p.minIdle-p.open-p.dialing, p.maxDials-p.dialing, p.size-p.open-p.dialing)
+	if n > 0 && p.budget != nil {
+		n = p.budget.take(n)
+	}
 	if n <= 0 {
 		p.mu.Unlock()
 		return
@@ -820,6 +876,7 @@ func (p *Pool[T]) Stat() Stat {
 	s := Stat{Size: p.size, MinIdle: p.minIdle, Open: p.open, Dialing: p.dialing}
 	p.mu.Unlock()
 	s.Idle = min(len(p.idle), s.Open)
+	s.Waiting = int(p.waiting.Load())
 	s.InUse = s.Open - s.Idle
 	s.Waits = p.waits.Load()
 	s.WaitTime = time.Duration(p.waitNanos.Load())
@@ -848,6 +905,9 @@ func (p *Pool[T]) Close() {
 	}
 	p.closed.Store(true)
 	p.mu.Unlock()
+	if p.budget != nil {
+		p.budget.detach(p)
+	}
 	close(p.closec)
 	p.cancelBase()
 	p.drainIdle()
@@ -881,4 +941,25 @@ func (p *Pool[T]) timeoutError() error {
 		Dialing: s.Dialing,
 		Waited:  p.acquireTimeout(),
 	}
+}
+
+// budgetWaiting implements budgetPool.
+func (p *Pool[T]) budgetWaiting() bool { return p.budgetWaiters.Load() > 0 }
+
+// reclaimIdle implements budgetPool: it closes the longest idle
+// connection, if any.
+func (p *Pool[T]) reclaimIdle() bool {
+	select {
+	case l := <-p.idle:
+		p.destroy(l)
+		return true
+	default:
+		return false
+	}
+}
+
+// budgetRoom implements budgetPool.
+func (p *Pool[T]) budgetRoom() {
+	p.signalRoom()
+	p.signalKick()
 }

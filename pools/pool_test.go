@@ -23,11 +23,16 @@ func TestMain(m *testing.M) {
 type fakeConn struct {
 	id     int
 	closed atomic.Bool
+	// onClose, if set before the pool sees the connection, runs in Close.
+	onClose func()
 }
 
 func (c *fakeConn) Close() error {
 	if c.closed.Swap(true) {
 		panic(fmt.Sprintf("conn %d closed twice", c.id))
+	}
+	if c.onClose != nil {
+		c.onClose()
 	}
 	return nil
 }

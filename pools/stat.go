@@ -17,6 +17,8 @@ type Stat struct {
 	InUse int
 	// Idle is the number of connections in the idle queue.
 	Idle int
+	// Waiting is the number of Acquire calls waiting for a connection now.
+	Waiting int
 	// Dialing is the number of dials in flight.
 	Dialing int
 
