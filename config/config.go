@@ -242,6 +242,14 @@ type Cluster struct {
 	// gateways (and other applications' statements) under it. Default
 	// 4000.
 	MaxBackendStatements int `yaml:"max_backend_statements"`
+	// MaxBackendConnections caps the connections to each backend of the
+	// cluster: the pools' connections (every account's) and discovery's
+	// probe connection. Without topology.etcd it is this gateway's cap;
+	// with it, the fleet's: the live gateways divide it among themselves
+	// by their recent demand (statements in flight and waiting), and
+	// together never exceed it. The connections set aside for KILL QUERY
+	// are outside it. Default 0: no cap beyond pool.size.
+	MaxBackendConnections int `yaml:"max_backend_connections"`
 	// ReplicaReads sends reads outside transactions to replicas. Default
 	// off: everything goes to the primary. Sessions override it with
 	// USE db@replica and USE db@primary.
@@ -535,6 +543,9 @@ func (c *Config) Validate() error {
 	for i, cl := range c.Clusters {
 		if cl.MaxBackendStatements < 0 {
 			bad(fmt.Sprintf("clusters[%d].max_backend_statements", i), "must not be negative")
+		}
+		if cl.MaxBackendConnections < 0 || cl.MaxBackendConnections == 1 {
+			bad(fmt.Sprintf("clusters[%d].max_backend_connections", i), "must be 0 (no cap) or at least 2 (discovery's probe and one pooled connection)")
 		}
 	}
 	if *c.IdleTransactionTimeout < 0 {

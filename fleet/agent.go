@@ -36,6 +36,7 @@ type Agent struct {
 	applied   int64 // revision applied (0: none)
 	applyErr  error // why the last document was refused
 	appliedAt time.Time
+	shares    map[string]BackendShare // this gateway's budget shares
 }
 
 // LoadTopology reads the stored topology and merges it with base: what a
@@ -61,12 +62,17 @@ func (c *Client) LoadTopology(ctx context.Context, base *config.Config) (*config
 }
 
 // StartAgent registers m and watches the topology from revision rev (the
-// one the gateway started with, doc its document) until ctx ends.
+// one the gateway started with, doc its document) until ctx ends. When
+// target is also Budgeted, the agent keeps its pools within their share of
+// every fleet-wide connection cap (max_backend_connections).
 func (c *Client) StartAgent(ctx context.Context, m Member, base *config.Config, doc []byte, rev int64, target Reloader) *Agent {
 	m.Kind, m.Revision = KindGateway, rev
 	a := &Agent{c: c, log: c.log, id: m.ID, target: target, base: base, doc: doc, docRev: rev, applied: rev, appliedAt: time.Now()}
 	a.reg = c.Register(ctx, m)
 	go c.WatchTopology(ctx, rev, a.apply, func(err error) { a.log.Warn("topology watch", "error", err) })
+	if bt, ok := target.(Budgeted); ok {
+		go a.runBudget(ctx, bt)
+	}
 	return a
 }
 
@@ -123,6 +129,9 @@ type Status struct {
 	AppliedAt  time.Time `json:"topology_applied_at"`
 	Latest     int64     `json:"topology_latest_revision"`
 	ApplyError string    `json:"topology_error,omitempty"`
+	// Shares is this gateway's share of each backend with a fleet-wide
+	// connection cap, by "cluster/backend".
+	Shares map[string]BackendShare `json:"budget,omitempty"`
 }
 
 // Status reports the agent's state.
@@ -133,7 +142,7 @@ func (a *Agent) Status() Status {
 	s := Status{
 		Endpoints: a.c.etcd.Endpoints(), Prefix: a.c.prefix, ID: a.id,
 		Connected: h.Connected, LastContact: h.LastContact, EtcdError: h.Error,
-		Revision: a.applied, AppliedAt: a.appliedAt, Latest: a.docRev,
+		Revision: a.applied, AppliedAt: a.appliedAt, Latest: a.docRev, Shares: a.shares,
 	}
 	if a.applyErr != nil {
 		s.ApplyError = a.applyErr.Error()

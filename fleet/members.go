@@ -39,6 +39,9 @@ type Member struct {
 	Started time.Time `json:"started"`
 	// Revision is the topology revision the process has applied (0: none).
 	Revision int64 `json:"revision"`
+	// Budget is a gateway's share of each backend with a fleet-wide
+	// connection cap, by "cluster/backend".
+	Budget map[string]BackendShare `json:"budget,omitempty"`
 	// Updated is when the process last wrote this record.
 	Updated time.Time `json:"updated"`
 }

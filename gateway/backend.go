@@ -107,6 +107,9 @@ type backend struct {
 	// stmts counts the binary-protocol statements prepared on the
 	// backend's pooled connections (makeStmtRoom).
 	stmts atomic.Int64
+	// budget bounds the connections of all the backend's pools together
+	// (max_backend_connections; with a fleet, this gateway's share).
+	budget *pools.Budget
 	// killers are the connections set aside for KILL QUERY, by account
 	// (kill.go); guarded by mu.
 	killers map[poolKey]*killer
@@ -224,6 +227,10 @@ type cluster struct {
 
 	// conf is the cluster's configuration; a reload swaps it.
 	conf atomic.Pointer[config.Cluster]
+	// fleetBudget says max_backend_connections is shared by a fleet of
+	// gateways (topology.etcd): the fleet's agent sets each backend's
+	// limit.
+	fleetBudget bool
 	// tls is conf.BackendTLS with its files read; a reload swaps it.
 	tls atomic.Pointer[backendTLS]
 	// backends maps address to backend, copy-on-write: sessions read it
@@ -254,8 +261,10 @@ type cluster struct {
 	columns map[string][]string
 }
 
-func newCluster(cfg config.Cluster, log hclog.Logger, refresh time.Duration) (*cluster, error) {
-	c := &cluster{name: cfg.Name, log: log}
+// newCluster builds the cluster of cfg; fleet says its connection cap is
+// shared by a fleet of gateways (see cluster.fleetBudget).
+func newCluster(cfg config.Cluster, log hclog.Logger, refresh time.Duration, fleet bool) (*cluster, error) {
+	c := &cluster{name: cfg.Name, log: log, fleetBudget: fleet}
 	c.conf.Store(&cfg)
 	bt, err := loadBackendTLS(cfg)
 	if err != nil {
@@ -370,7 +379,7 @@ func (c *cluster) setBackends(addrs []string) (removed []*backend, err error) {
 			next[a] = be
 			continue
 		}
-		be := &backend{addr: a, cluster: c}
+		be := &backend{addr: a, cluster: c, budget: pools.NewBudget(c.backendLimit())}
 		if _, err := be.pool(false); err != nil {
 			for _, nb := range next {
 				if old[nb.addr] == nil {
@@ -460,7 +469,39 @@ func (c *cluster) newPool(be *backend, k poolKey) (*pools.Pool[*backendConn], er
 		DialTimeout:    pc.DialTimeout,
 		Dial:           func(ctx context.Context) (*backendConn, error) { return c.dial(ctx, be, k) },
 		Logger:         c.log.Named("pool").With("pool", name),
+		Budget:         be.budget,
 	})
+}
+
+// probeConns is the connections discovery keeps to each backend, inside
+// max_backend_connections.
+const probeConns = 1
+
+// backendLimit is the pools' limit per backend that the configuration
+// gives: none without max_backend_connections; with it, the cap less the
+// probe connection, or, in a fleet, nothing until the fleet's budget gives
+// this gateway its share.
+func (c *cluster) backendLimit() int {
+	switch max := c.conf.Load().MaxBackendConnections; {
+	case max == 0:
+		return -1
+	case c.fleetBudget:
+		return 0
+	default:
+		return max - probeConns
+	}
+}
+
+// applyBudgetConfig gives every backend's budget the limit of the
+// configuration after a reload. In a fleet, the budget's agent sets the
+// share within a tick; here only a cap turned off lifts the limit.
+func (c *cluster) applyBudgetConfig() {
+	limit := c.backendLimit()
+	for _, be := range *c.backends.Load() {
+		if !c.fleetBudget || limit < 0 {
+			be.budget.SetLimit(limit)
+		}
+	}
 }
 
 // dial opens a connection to be for pool k.

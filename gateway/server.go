@@ -117,7 +117,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	s.metrics = newMetrics(s)
 	s.setUsers(cfg.Users)
 	for _, c := range cfg.Clusters {
-		cl, err := newCluster(c, log.Named("cluster").With("cluster", c.Name), cfg.Health.Interval)
+		cl, err := newCluster(c, log.Named("cluster").With("cluster", c.Name), cfg.Health.Interval, cfg.FromEtcd())
 		if err != nil {
 			s.closeClusters()
 			return nil, fmt.Errorf("cluster %s: %w", c.Name, err)
@@ -268,6 +268,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 		if err := cl.applyPoolConfig(); err != nil {
 			errs = append(errs, fmt.Errorf("reload: cluster %s: pool settings: %w", c.Name, err))
 		}
+		cl.applyBudgetConfig()
 		cl.setAutoIncrement(c.AutoIncrement)
 		if c.Owner != before.Owner {
 			s.log.Warn("the owner address changes only with a restart", "cluster", c.Name, "running", before.Owner, "file", c.Owner)

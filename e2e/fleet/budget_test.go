@@ -1,0 +1,159 @@
+package fleet_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// threadsConnected reads the primary's Threads_connected.
+func threadsConnected(t testing.TB, root *sql.DB) int {
+	t.Helper()
+	var name string
+	var n int
+	if err := root.QueryRow("SHOW GLOBAL STATUS LIKE 'Threads_connected'").Scan(&name, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// shareOf reads a gateway's budget share of the primary from its status.
+func shareOf(t testing.TB, g *proc, key string) (target, held float64) {
+	t.Helper()
+	b, _ := g.fleetStatus(t)["budget"].(map[string]any)
+	s, _ := b[key].(map[string]any)
+	target, _ = s["target"].(float64)
+	held, _ = s["held"].(float64)
+	return target, held
+}
+
+// max_backend_connections: 30 across three gateways under an uneven load
+// (one gets 80 % of the clients): MariaDB never sees more than 30
+// connections from the gateways, and the busy gateway gets the larger
+// share within a few seconds.
+func TestConnectionBudget(t *testing.T) {
+	const prefix, maxConns = "/fleet-budget", 30
+	root, err := shared.primary.RootDB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	root.SetMaxOpenConns(1)
+	baseline := threadsConnected(t, root) // replication, this connection
+	putTopology(t, prefix, topology(fmt.Sprintf("    max_backend_connections: %d\n", maxConns), shared.primary))
+
+	var peak atomic.Int64
+	stopMon := make(chan struct{})
+	var monWG sync.WaitGroup
+	monWG.Add(1)
+	go func() {
+		defer monWG.Done()
+		for i := 0; i < 100000; i++ {
+			select {
+			case <-stopMon:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if n := int64(threadsConnected(t, root) - baseline); n > peak.Load() {
+				peak.Store(n)
+			}
+		}
+	}()
+	defer func() { close(stopMon); monWG.Wait() }()
+
+	var gws []*proc
+	for range 3 {
+		gws = append(gws, startGateway(t, prefix))
+	}
+	key := "main/" + shared.primary.Addr()
+	waitFor(t, "every gateway to publish its share", func() bool {
+		for _, g := range gws {
+			if tg, _ := shareOf(t, g, key); tg == 0 {
+				return false
+			}
+		}
+		return true
+	})
+
+	// 40 clients on the first gateway, 5 on each other (the third's
+	// clients fail once it is killed below: not counted), each holding a
+	// connection for a few milliseconds per statement.
+	var ok, failed atomic.Int64
+	var dead atomic.Bool
+	var firstErr atomic.Value
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, g := range gws {
+		clients := 5
+		if i == 0 {
+			clients = 40
+		}
+		db := g.db(t)
+		db.SetMaxOpenConns(clients)
+		for range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := 0; n < 5000 && ctx.Err() == nil; n++ {
+					if _, err := db.ExecContext(ctx, "DO SLEEP(0.005)"); err != nil {
+						if i == 2 && dead.Load() {
+							return // its gateway was killed on purpose
+						}
+						if ctx.Err() == nil {
+							failed.Add(1)
+							firstErr.CompareAndSwap(nil, err)
+						}
+						continue
+					}
+					ok.Add(1)
+				}
+			}()
+		}
+	}
+	start := time.Now()
+	took := waitFor(t, "the busy gateway to hold the larger share", func() bool {
+		busy, _ := shareOf(t, gws[0], key)
+		for _, g := range gws[1:] {
+			if other, _ := shareOf(t, g, key); busy <= 2*other {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("the busy gateway got the larger share %v after the load started", took.Round(time.Millisecond))
+	time.Sleep(10*time.Second - time.Since(start))
+	for i, g := range gws {
+		tg, held := shareOf(t, g, key)
+		t.Logf("gateway %d: share %v, holds %v", i, tg, held)
+	}
+	// A gateway that dies frees its share once its lease expires.
+	before, _ := shareOf(t, gws[0], key)
+	killed := time.Now()
+	dead.Store(true)
+	if err := gws[2].cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	took = waitFor(t, "the dead gateway's share to move to the others", func() bool {
+		now, _ := shareOf(t, gws[0], key)
+		other, _ := shareOf(t, gws[1], key)
+		// Two gateways left: their floors are 7 each, not 5.
+		return now > before && other >= 7 && strings.Count(topo(t, prefix, "status"), "\ngateway ") == 2
+	})
+	after, _ := shareOf(t, gws[0], key)
+	t.Logf("gateway 2 SIGKILLed: gateway 0's share went from %v to %v after %v (lease TTL 2s)", before, after, time.Since(killed).Round(time.Millisecond))
+	cancel()
+	wg.Wait()
+	t.Logf("%d statements, %d failed; MariaDB saw at most %d connections from the gateways (cap %d)", ok.Load(), failed.Load(), peak.Load(), maxConns)
+	if p := peak.Load(); p > maxConns {
+		t.Errorf("MariaDB saw %d connections from the gateways, above max_backend_connections %d", p, maxConns)
+	}
+	if f := failed.Load(); f > 0 {
+		t.Errorf("%d statements failed; first: %v", f, firstErr.Load())
+	}
+}

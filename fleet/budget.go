@@ -1,0 +1,207 @@
+package fleet
+
+import (
+	"context"
+	"math"
+	"sort"
+	"time"
+)
+
+// BackendLoad is one backend's connections at this gateway, as the
+// fleet's connection budget needs them.
+type BackendLoad struct {
+	// Cluster and Backend name the backend.
+	Cluster, Backend string
+	// Max is the cluster's max_backend_connections: the fleet-wide cap
+	// (0: none; such backends are not budgeted).
+	Max int
+	// Used is the connections the gateway's pools hold or dial now; InUse
+	// and Waiting are leased connections and statements waiting for one:
+	// the demand.
+	Used, InUse, Waiting int
+	// Limit is the pools' limit in force (negative: none).
+	Limit int
+	// Probes is the connections the gateway's discovery keeps to the
+	// backend, outside the pools but inside the cap.
+	Probes int
+}
+
+// Budgeted is a gateway whose pools take their limits from the fleet's
+// connection budget.
+type Budgeted interface {
+	// BackendLoads reports every backend's connections and demand.
+	BackendLoads() []BackendLoad
+	// SetBackendLimit sets the most connections the pools of a backend
+	// may hold together.
+	SetBackendLimit(cluster, backend string, limit int)
+}
+
+// BackendShare is what a gateway publishes per budgeted backend.
+type BackendShare struct {
+	// Demand is the smoothed in-use plus waiting connections.
+	Demand float64 `json:"demand"`
+	// Held is the most connections the gateway may hold now: its limit or
+	// what is still open above it, probes included. Others grow only into
+	// the cap minus everyone's Held.
+	Held int `json:"held"`
+	// Target is the share the gateway computed for itself.
+	Target int `json:"target"`
+}
+
+// shareKey names a backend in Member.Budget.
+func shareKey(cluster, backend string) string { return cluster + "/" + backend }
+
+// Shares divides max connections among the gateways by their demand. Every
+// gateway gets a floor (half the cap spread evenly, at least minShare
+// while the cap allows), the rest goes in proportion to demand (evenly when
+// no one has any), and the rounding remainders go by the largest
+// fractions, ties by ID, so every gateway computes the same shares from
+// the same records. The shares never add up to more than max.
+func Shares(max int, demand map[string]float64) map[string]int {
+	ids := make([]string, 0, len(demand))
+	total := 0.0
+	for id, d := range demand {
+		ids = append(ids, id)
+		total += math.Max(d, 0)
+	}
+	sort.Strings(ids)
+	out := make(map[string]int, len(ids))
+	g := len(ids)
+	if g == 0 || max <= 0 {
+		return out
+	}
+	base := min(maxInt(max/(2*g), minShare), max/g)
+	rest := max - base*g
+	type frac struct {
+		id string
+		f  float64
+	}
+	fr := make([]frac, 0, g)
+	given := 0
+	for _, id := range ids {
+		w := 1 / float64(g)
+		if total > 0 {
+			w = math.Max(demand[id], 0) / total
+		}
+		exact := float64(rest) * w
+		whole := int(exact)
+		out[id] = base + whole
+		given += whole
+		fr = append(fr, frac{id, exact - float64(whole)})
+	}
+	sort.SliceStable(fr, func(i, j int) bool { return fr[i].f > fr[j].f })
+	for i := 0; given < rest && i < len(fr); i++ {
+		out[fr[i].id]++
+		given++
+	}
+	return out
+}
+
+// minShare is the floor share a gateway keeps while the cap allows: one
+// connection for discovery's probe and one for statements.
+const minShare = 2
+
+func maxInt(a, b int) int {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// demandSmoothing is the weight of the newest sample in a gateway's
+// smoothed demand (per budget tick).
+const demandSmoothing = 0.3
+
+// budgetTick is how often a gateway recomputes its shares.
+const budgetTick = 500 * time.Millisecond
+
+// budget is the agent's state for the connection budget.
+type budget struct {
+	demand map[string]float64 // smoothed, by shareKey
+}
+
+// runBudget recomputes this gateway's share of every budgeted backend
+// every budgetTick until ctx ends.
+func (a *Agent) runBudget(ctx context.Context, target Budgeted) {
+	b := &budget{demand: map[string]float64{}}
+	t := time.NewTicker(budgetTick)
+	defer t.Stop()
+	for {
+		a.budgetRound(ctx, target, b)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// budgetRound is one recomputation. Without the other gateways' records
+// (etcd out of reach) limits stay as they are: no one can grow then, so
+// the cap holds.
+func (a *Agent) budgetRound(ctx context.Context, target Budgeted, b *budget) {
+	loads := target.BackendLoads()
+	capped := loads[:0:0]
+	for _, l := range loads {
+		if l.Max > 0 {
+			capped = append(capped, l)
+		}
+	}
+	if len(capped) == 0 {
+		return
+	}
+	members, err := a.c.Members(ctx, KindGateway)
+	if err != nil {
+		return
+	}
+	shares := make(map[string]BackendShare, len(capped))
+	for _, l := range capped {
+		k := shareKey(l.Cluster, l.Backend)
+		d := float64(l.InUse + l.Waiting)
+		if old, ok := b.demand[k]; ok {
+			d = old + demandSmoothing*(d-old)
+		}
+		b.demand[k] = d
+
+		demand := map[string]float64{a.id: d}
+		othersHeld := 0
+		for _, m := range members {
+			if m.ID == a.id {
+				continue
+			}
+			s, ok := m.Budget[k]
+			if !ok {
+				// A gateway that has not published yet holds nothing
+				// and gets its floor share.
+				demand[m.ID] = 0
+				continue
+			}
+			demand[m.ID] = s.Demand
+			othersHeld += s.Held
+		}
+		want := Shares(l.Max, demand)[a.id] - l.Probes
+		limit := l.Limit
+		if limit < 0 {
+			limit = 0
+		}
+		switch {
+		case want < limit && (limit-want >= maxInt(1, limit/10) || othersHeld+limit+l.Probes > l.Max):
+			limit = want // shrink now: someone needs it, or the cap is crossed
+		case want > limit:
+			// Grow only into what no one else holds.
+			limit = min(want, l.Max-othersHeld-l.Probes)
+			limit = maxInt(limit, l.Limit)
+		}
+		limit = maxInt(limit, 0)
+		if limit != l.Limit {
+			target.SetBackendLimit(l.Cluster, l.Backend, limit)
+		}
+		shares[k] = BackendShare{Demand: round2(d), Held: maxInt(limit, l.Used) + l.Probes, Target: want + l.Probes}
+	}
+	a.mu.Lock()
+	a.shares = shares
+	a.mu.Unlock()
+	a.reg.Update(func(m *Member) { m.Budget = shares })
+}
+
+func round2(v float64) float64 { return math.Round(v*100) / 100 }
