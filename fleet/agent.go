@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/directgate/directgate/config"
+	"github.com/directgate/directgate/healthcheck"
 )
 
 // Reloader applies a whole configuration to a running process, as SIGHUP
@@ -37,6 +38,14 @@ type Agent struct {
 	applyErr  error // why the last document was refused
 	appliedAt time.Time
 	shares    map[string]BackendShare // this gateway's budget shares
+	disc      *Discovery              // nil when the target does not share discovery
+	clusters  []string                // the clusters of the topology it started with
+}
+
+// DiscoveryShared is a gateway whose discovery can share its probing with
+// the fleet (see Discovery).
+type DiscoveryShared interface {
+	SetDiscoveryShare(healthcheck.Share)
 }
 
 // LoadTopology reads the stored topology and merges it with base: what a
@@ -68,6 +77,15 @@ func (c *Client) LoadTopology(ctx context.Context, base *config.Config) (*config
 func (c *Client) StartAgent(ctx context.Context, m Member, base *config.Config, doc []byte, rev int64, target Reloader) *Agent {
 	m.Kind, m.Revision = KindGateway, rev
 	a := &Agent{c: c, log: c.log, id: m.ID, target: target, base: base, doc: doc, docRev: rev, applied: rev, appliedAt: time.Now()}
+	if cfg, err := base.WithTopology(doc); err == nil {
+		for _, cl := range cfg.Clusters {
+			a.clusters = append(a.clusters, cl.Name)
+		}
+	}
+	if ds, ok := target.(DiscoveryShared); ok {
+		a.disc = c.StartDiscovery(ctx, m.ID, a.clusters, base.Health.Interval)
+		ds.SetDiscoveryShare(a.disc)
+	}
 	a.reg = c.Register(ctx, m)
 	go c.WatchTopology(ctx, rev, a.apply, func(err error) { a.log.Warn("topology watch", "error", err) })
 	if bt, ok := target.(Budgeted); ok {
@@ -132,6 +150,10 @@ type Status struct {
 	// Shares is this gateway's share of each backend with a fleet-wide
 	// connection cap, by "cluster/backend".
 	Shares map[string]BackendShare `json:"budget,omitempty"`
+	// ProbesFor lists the clusters whose backends this gateway probes for
+	// the fleet (it leads their discovery); the others' results come from
+	// their leaders.
+	ProbesFor []string `json:"discovery_leader_of"`
 }
 
 // Status reports the agent's state.
@@ -143,6 +165,14 @@ func (a *Agent) Status() Status {
 		Endpoints: a.c.etcd.Endpoints(), Prefix: a.c.prefix, ID: a.id,
 		Connected: h.Connected, LastContact: h.LastContact, EtcdError: h.Error,
 		Revision: a.applied, AppliedAt: a.appliedAt, Latest: a.docRev, Shares: a.shares,
+		ProbesFor: []string{},
+	}
+	if a.disc != nil {
+		for _, cl := range a.clusters {
+			if a.disc.Leads(cl) {
+				s.ProbesFor = append(s.ProbesFor, cl)
+			}
+		}
 	}
 	if a.applyErr != nil {
 		s.ApplyError = a.applyErr.Error()

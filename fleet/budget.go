@@ -144,6 +144,9 @@ func (a *Agent) budgetRound(ctx context.Context, target Budgeted, b *budget) {
 	capped := loads[:0:0]
 	for _, l := range loads {
 		if l.Max > 0 {
+			if a.disc != nil && !a.disc.Leads(l.Cluster) {
+				l.Probes = 0 // the fleet's discovery leader probes it
+			}
 			capped = append(capped, l)
 		}
 	}

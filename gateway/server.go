@@ -209,6 +209,10 @@ func (p clusterProber) Probe(ctx context.Context, b healthcheck.Backend) healthc
 // role. It must not be modified.
 func (s *Server) Health() *healthcheck.Snapshot { return s.health.Snapshot() }
 
+// SetDiscoveryShare makes discovery's regular rounds share their probes
+// with the fleet (healthcheck.Share); targeted probes stay local.
+func (s *Server) SetDiscoveryShare(sh healthcheck.Share) { s.health.SetShare(sh) }
+
 // Reload applies a new configuration to the running gateway without
 // dropping clients: users, each cluster's backends (new ones are probed
 // and get pools; removed ones stop taking statements, their pools close

@@ -98,6 +98,35 @@ type Observer struct {
 	inFlight      atomic.Int64
 	probes        atomic.Uint64
 	probeFailures atomic.Uint64
+	// share, when set, shares the rounds' probing with other processes.
+	share atomic.Pointer[shareBox]
+	// shared counts round results taken from the share instead of probed.
+	shared atomic.Uint64
+}
+
+// Share lets the observers of several processes (a fleet of gateways)
+// share the probing of their regular rounds: one of them probes and
+// publishes what it learned, the others take its results instead of
+// probing the backends themselves. Targeted probes (ReportFailure, Check)
+// always probe. Implementations must be safe for concurrent use.
+type Share interface {
+	// Result returns a fresh result of b that another process probed; ok
+	// false means there is none and the observer probes b itself.
+	Result(b Backend) (r Result, ok bool)
+	// Probed receives every result the observer's rounds probed itself.
+	Probed(b Backend, r Result)
+}
+
+type shareBox struct{ s Share }
+
+// SetShare makes the observer's rounds use s from the next probe on; nil
+// stops sharing.
+func (o *Observer) SetShare(s Share) {
+	if s == nil {
+		o.share.Store(nil)
+		return
+	}
+	o.share.Store(&shareBox{s})
 }
 
 // Stats are the observer's own figures, for metrics.
@@ -110,6 +139,9 @@ type Stats struct {
 	ProbesInFlight int64
 	// Probes and ProbeFailures count probes since start.
 	Probes, ProbeFailures uint64
+	// Shared counts round results taken from a Share (another process's
+	// probes) instead of probing.
+	Shared uint64
 }
 
 // Stats returns the observer's figures.
@@ -120,6 +152,7 @@ func (o *Observer) Stats() Stats {
 	st.ProbesInFlight = o.inFlight.Load()
 	st.Probes = o.probes.Load()
 	st.ProbeFailures = o.probeFailures.Load()
+	st.Shared = o.shared.Load()
 	return st
 }
 
@@ -345,7 +378,7 @@ func (o *Observer) runRound() {
 		workers.Go("healthcheck probe", func() {
 			for i := range jobs {
 				starts[i] = time.Now()
-				results[i] = o.probe(list[i])
+				results[i] = o.roundProbe(list[i])
 			}
 		})
 	}
@@ -387,6 +420,22 @@ feed:
 	events = append(events, o.publishLocked(now)...)
 	o.mu.Unlock()
 	o.emit(events)
+}
+
+// roundProbe is one backend's result in a regular round: the share's, or
+// a probe.
+func (o *Observer) roundProbe(b Backend) Result {
+	box := o.share.Load()
+	if box == nil {
+		return o.probe(b)
+	}
+	if r, ok := box.s.Result(b); ok {
+		o.shared.Add(1)
+		return r
+	}
+	r := o.probe(b)
+	box.s.Probed(b, r)
+	return r
 }
 
 // probe runs one probe with the configured timeout, turning a panic of

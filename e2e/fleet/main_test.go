@@ -172,13 +172,7 @@ func startProc(t *testing.T, config, ready string, args ...string) *proc {
 		close(p.exited)
 	}()
 	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.exited:
-		case <-time.After(15 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
+		p.stop()
 		if t.Failed() {
 			t.Logf("log of %s:\n%s", strings.Join(p.cmd.Args, " "), p.logs.String())
 		}
@@ -191,6 +185,27 @@ func startProc(t *testing.T, config, ready string, args ...string) *proc {
 		t.Fatalf("%v did not start:\n%s", p.cmd.Args, p.logs.String())
 	}
 	return p
+}
+
+// stop ends the process with SIGTERM and waits for it.
+func (p *proc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// exitedNow reports whether the process has exited.
+func (p *proc) exitedNow() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
 }
 
 // startGateway starts `gateway serve` in the fleet under prefix.

@@ -1,0 +1,261 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/directgate/directgate/healthcheck"
+)
+
+// Discovery shares a fleet's backend probing: per cluster, one gateway,
+// elected through an etcd lease, probes the backends in its regular rounds
+// and publishes the results; the others take them instead of probing
+// (healthcheck.Share), so the probe load on a backend does not grow with
+// the number of gateways. Every gateway still probes on its own when its
+// query path sees a failure (targeted probes), and when the published
+// results go stale (no leader, etcd out of reach) it probes in its rounds
+// again until fresh ones arrive. When the leader dies, another gateway
+// takes over within one lease TTL.
+type Discovery struct {
+	c        *Client
+	id       string
+	interval time.Duration
+
+	mu      sync.Mutex
+	leading map[string]bool                 // by cluster
+	mine    map[string]map[string]wireProbe // this gateway's probes, by cluster and address
+	theirs  map[string]received             // published results, by address
+}
+
+// wireProbe is a probe result as published.
+type wireProbe struct {
+	Reachable       bool          `json:"reachable"`
+	ReadOnly        bool          `json:"read_only"`
+	ServerID        uint32        `json:"server_id"`
+	Version         string        `json:"version"`
+	Replica         bool          `json:"replica"`
+	Lag             time.Duration `json:"lag"`
+	LagKnown        bool          `json:"lag_known"`
+	ReplicationNote string        `json:"replication_note,omitempty"`
+	RTT             time.Duration `json:"rtt"`
+	Err             string        `json:"error,omitempty"`
+}
+
+// published is one cluster's results as the leader publishes them.
+type published struct {
+	Leader  string               `json:"leader"`
+	Time    time.Time            `json:"time"`
+	Results map[string]wireProbe `json:"results"`
+}
+
+// received is a published result and when this gateway received it.
+type received struct {
+	r  healthcheck.Result
+	at time.Time
+}
+
+// staleAfter is how many discovery intervals a published result serves;
+// older, the gateway probes itself.
+const staleAfter = 3
+
+// StartDiscovery shares the probing of clusters with the fleet until ctx
+// ends; interval is discovery's. Give the result to the gateway's
+// observer (gateway.Server.SetDiscoveryShare).
+func (c *Client) StartDiscovery(ctx context.Context, id string, clusters []string, interval time.Duration) *Discovery {
+	d := &Discovery{
+		c: c, id: id, interval: interval,
+		leading: map[string]bool{}, mine: map[string]map[string]wireProbe{}, theirs: map[string]received{},
+	}
+	for _, cl := range clusters {
+		go d.campaign(ctx, cl)
+	}
+	go d.publish(ctx)
+	go d.follow(ctx)
+	return d
+}
+
+func (d *Discovery) key(cluster string, elem string) string {
+	return d.c.key("discovery", cluster, elem)
+}
+
+// campaign keeps running for the leadership of cluster's probing: it waits
+// to be elected, leads while its lease lives, and campaigns again after
+// losing it.
+func (d *Discovery) campaign(ctx context.Context, cluster string) {
+	for ctx.Err() == nil {
+		s, err := concurrency.NewSession(d.c.etcd, concurrency.WithTTL(int(d.c.ttl/time.Second)), concurrency.WithContext(ctx))
+		if err != nil {
+			sleepCtx(ctx, time.Second)
+			continue
+		}
+		e := concurrency.NewElection(s, d.key(cluster, "leader"))
+		if err := e.Campaign(ctx, d.id); err != nil {
+			s.Close()
+			sleepCtx(ctx, time.Second)
+			continue
+		}
+		d.setLeading(cluster, true)
+		d.c.log.Info("leading the discovery of the cluster", "cluster", cluster)
+		select {
+		case <-ctx.Done():
+		case <-s.Done():
+			d.c.log.Warn("lost the lease of the cluster's discovery; probing as a follower", "cluster", cluster)
+		}
+		d.setLeading(cluster, false)
+		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = e.Resign(rctx)
+		cancel()
+		s.Close()
+	}
+}
+
+func (d *Discovery) setLeading(cluster string, on bool) {
+	d.mu.Lock()
+	d.leading[cluster] = on
+	d.mu.Unlock()
+}
+
+// Leads reports whether this gateway probes cluster for the fleet.
+func (d *Discovery) Leads(cluster string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.leading[cluster]
+}
+
+// Result implements healthcheck.Share: a leader probes; a follower takes
+// a fresh published result.
+func (d *Discovery) Result(b healthcheck.Backend) (healthcheck.Result, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.leading[b.Cluster] {
+		return healthcheck.Result{}, false
+	}
+	got, ok := d.theirs[b.Addr]
+	if !ok || time.Since(got.at) > staleAfter*d.interval {
+		return healthcheck.Result{}, false
+	}
+	return got.r, true
+}
+
+// Probed implements healthcheck.Share: a leader's results are published.
+func (d *Discovery) Probed(b healthcheck.Backend, r healthcheck.Result) {
+	w := wireProbe{
+		Reachable: r.Reachable, ReadOnly: r.ReadOnly, ServerID: r.ServerID, Version: r.Version,
+		Replica: r.Replica, Lag: r.Lag, LagKnown: r.LagKnown, ReplicationNote: r.ReplicationNote, RTT: r.RTT,
+	}
+	if r.Err != nil {
+		w.Err = r.Err.Error()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.leading[b.Cluster] {
+		return
+	}
+	m := d.mine[b.Cluster]
+	if m == nil {
+		m = map[string]wireProbe{}
+		d.mine[b.Cluster] = m
+	}
+	m[b.Addr] = w
+}
+
+// publish writes the led clusters' latest results every interval.
+func (d *Discovery) publish(ctx context.Context) {
+	t := time.NewTicker(d.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		d.mu.Lock()
+		var out []struct {
+			cluster string
+			p       published
+		}
+		for cl, m := range d.mine {
+			if !d.leading[cl] || len(m) == 0 {
+				continue
+			}
+			out = append(out, struct {
+				cluster string
+				p       published
+			}{cl, published{Leader: d.id, Time: time.Now().UTC(), Results: m}})
+			d.mine[cl] = map[string]wireProbe{}
+		}
+		d.mu.Unlock()
+		for _, o := range out {
+			data, err := json.Marshal(o.p)
+			if err != nil {
+				continue
+			}
+			rctx, cancel := reqCtx(ctx)
+			_, err = d.c.etcd.Put(rctx, d.key(o.cluster, "results"), string(data))
+			cancel()
+			if err != nil {
+				d.c.log.Debug("publish discovery results", "cluster", o.cluster, "error", err)
+			}
+		}
+	}
+}
+
+// follow receives every cluster's published results until ctx ends.
+func (d *Discovery) follow(ctx context.Context) {
+	prefix := d.c.key("discovery") + "/"
+	for ctx.Err() == nil {
+		wctx, cancel := context.WithCancel(ctx)
+		for resp := range d.c.etcd.Watch(wctx, prefix, clientv3.WithPrefix()) {
+			if resp.Err() != nil {
+				break
+			}
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypePut && strings.HasSuffix(string(ev.Kv.Key), "/results") {
+					d.take(ev.Kv.Value)
+				}
+			}
+		}
+		cancel()
+		sleepCtx(ctx, time.Second)
+	}
+}
+
+// take records a published document's results, unless this gateway
+// published it.
+func (d *Discovery) take(data []byte) {
+	var p published
+	if json.Unmarshal(data, &p) != nil || p.Leader == d.id {
+		return
+	}
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for addr, w := range p.Results {
+		r := healthcheck.Result{
+			Reachable: w.Reachable, ReadOnly: w.ReadOnly, ServerID: w.ServerID, Version: w.Version,
+			Replica: w.Replica, Lag: w.Lag, LagKnown: w.LagKnown, ReplicationNote: w.ReplicationNote, RTT: w.RTT,
+		}
+		if w.Err != "" {
+			r.Err = publishedError(w.Err)
+		}
+		d.theirs[addr] = received{r: r, at: now}
+	}
+}
+
+// publishedError is a probe error as another gateway saw it.
+type publishedError string
+
+func (e publishedError) Error() string { return string(e) }
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
