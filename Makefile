@@ -1,6 +1,8 @@
 # directgate. Targets:
 #   build  bin/gateway
 #   run    build, then the local stack (MariaDB on 13306, gateway on 15306): e2e/local/run.sh
+#   run-fleet  build, then a local fleet on etcd: MariaDB primary and replica, two owners,
+#          three gateways (15306, 15316, 15326): e2e/local/run-fleet.sh
 #   test   install MariaDB and sysbench if missing (apt, as root), go vet, go test -race,
 #          then every fuzz target for TEST_FUZZTIME (default 3000x executions: a count, not a
 #          duration, because go test -fuzz with a short duration can fail with "context deadline
@@ -20,13 +22,16 @@ TEST_FUZZTIME ?= 3000x
 DIFFFUZZ_SCRIPTS ?= 1000
 FUZZ_PKGS ?= ./wire ./querypath
 
-.PHONY: build run test lint clean bench fuzz
+.PHONY: build run run-fleet test lint clean bench fuzz
 
 build:
 	$(GO) build -o bin/gateway ./cmd/gateway
 
 run: build
 	e2e/local/run.sh
+
+run-fleet: build
+	e2e/local/run-fleet.sh
 
 test:
 	e2e/local/deps.sh --with-sysbench --with-etcd

@@ -440,67 +440,76 @@ on_signal() {
 	exit 0
 }
 
-trap cleanup EXIT
-trap 'on_signal INT' INT
-trap 'on_signal TERM' TERM
-trap 'on_signal HUP' HUP
+# main is make run's flow. The functions above are shared with
+# e2e/local/run-fleet.sh (make run-fleet), which sources this file.
+main() {
+	trap cleanup EXIT
+	trap 'on_signal INT' INT
+	trap 'on_signal TERM' TERM
+	trap 'on_signal HUP' HUP
 
-"$ROOT/e2e/local/deps.sh"
-mkdir -p "$LOCAL"
-# Servers left running by an earlier run stop replica first, as at exit.
-stop_stale replica "$REPLICA_PORT"
-stop_stale primary "$PRIMARY_PORT"
-start_primary
-start_replica
-write_config
+	"$ROOT/e2e/local/deps.sh"
+	mkdir -p "$LOCAL"
+	# Servers left running by an earlier run stop replica first, as at exit.
+	stop_stale replica "$REPLICA_PORT"
+	stop_stale primary "$PRIMARY_PORT"
+	start_primary
+	start_replica
+	write_config
 
-if [[ ! -x $GATEWAY_BIN ]]; then
-	die "MariaDB is up, but the gateway binary $GATEWAY_BIN is missing or not executable: build it with 'make build' ('make run' builds it first). Stopping MariaDB."
-fi
-
-cat <<EOF
-
-  Connect with: mariadb -h127.0.0.1 -P${GATEWAY_LISTEN##*:} -uapp -papp demo
-  Reads may go to the replica: SELECT @@server_id through the gateway shows
-  which backend answered (1 = primary, 2 = replica).
-
-  MariaDB primary directly: mariadb -S .local/primary/mysqld.sock -uroot  (or -h127.0.0.1 -P$PRIMARY_PORT -ugateway -psecret)
-  MariaDB replica directly: mariadb -S .local/replica/mysqld.sock -uroot  (or -h127.0.0.1 -P$REPLICA_PORT -ugateway -psecret)
-                            read_only; replicates the primary with GTIDs: SHOW ALL SLAVES STATUS\G
-  Gateway HTTP:             http://$GATEWAY_HTTP/healthz  (and /debug/health, /debug/pins)
-  Owner (sequences, messages) on $OWNER_LISTEN, log in .local/owner.log:
-    SELECT NEXT 5 VALUES FROM order_seq;   INSERT INTO orders (item) VALUES ('pear');
-    INSERT INTO events (id, message) VALUES (1, 'hello');   STREAM * FROM events;  (in another session)
-    UPDATE events SET time_acked = 1, time_next = NULL WHERE id IN (1);
-  Config:                   .local/gateway.yaml
-  Ctrl-C stops the gateway, then the replica, then the primary.
-
-EOF
-
-setsid "$GATEWAY_BIN" owner --config "$CONFIG" --cluster main </dev/null >>"$LOCAL/owner.log" 2>&1 &
-OWNER_PID=$!
-for ((i = 0; i < 100; i++)); do
-	port_open "${OWNER_LISTEN##*:}" && break
-	alive "$OWNER_PID" || die "the owner exited at start: see .local/owner.log"
-	sleep 0.1
-done
-setsid "$GATEWAY_BIN" serve --config "$CONFIG" </dev/null &
-GATEWAY_PID=$!
-set +e
-while :; do
-	wait "$GATEWAY_PID"
-	rc=$?
-	# wait returns early (status > 128) when a trapped signal arrives; the
-	# trap exits the script, so getting here again means the gateway ended.
-	if ((rc > 128)) && alive "$GATEWAY_PID"; then
-		continue
+	if [[ ! -x $GATEWAY_BIN ]]; then
+		die "MariaDB is up, but the gateway binary $GATEWAY_BIN is missing or not executable: build it with 'make build' ('make run' builds it first). Stopping MariaDB."
 	fi
-	break
-done
-GATEWAY_PID=
-if ((rc != 0)); then
-	log "gateway exited with status $rc"
-	exit "$rc"
+
+	cat <<-EOF
+
+	  Connect with: mariadb -h127.0.0.1 -P${GATEWAY_LISTEN##*:} -uapp -papp demo
+	  Reads may go to the replica: SELECT @@server_id through the gateway shows
+	  which backend answered (1 = primary, 2 = replica).
+
+	  MariaDB primary directly: mariadb -S .local/primary/mysqld.sock -uroot  (or -h127.0.0.1 -P$PRIMARY_PORT -ugateway -psecret)
+	  MariaDB replica directly: mariadb -S .local/replica/mysqld.sock -uroot  (or -h127.0.0.1 -P$REPLICA_PORT -ugateway -psecret)
+	                            read_only; replicates the primary with GTIDs: SHOW ALL SLAVES STATUS\G
+	  Gateway HTTP:             http://$GATEWAY_HTTP/healthz  (and /debug/health, /debug/pins)
+	  Owner (sequences, messages) on $OWNER_LISTEN, log in .local/owner.log:
+	    SELECT NEXT 5 VALUES FROM order_seq;   INSERT INTO orders (item) VALUES ('pear');
+	    INSERT INTO events (id, message) VALUES (1, 'hello');   STREAM * FROM events;  (in another session)
+	    UPDATE events SET time_acked = 1, time_next = NULL WHERE id IN (1);
+	  Config:                   .local/gateway.yaml
+	  Ctrl-C stops the gateway, then the replica, then the primary.
+
+	EOF
+
+	setsid "$GATEWAY_BIN" owner --config "$CONFIG" --cluster main </dev/null >>"$LOCAL/owner.log" 2>&1 &
+	OWNER_PID=$!
+	for ((i = 0; i < 100; i++)); do
+		port_open "${OWNER_LISTEN##*:}" && break
+		alive "$OWNER_PID" || die "the owner exited at start: see .local/owner.log"
+		sleep 0.1
+	done
+	setsid "$GATEWAY_BIN" serve --config "$CONFIG" </dev/null &
+	GATEWAY_PID=$!
+	set +e
+	while :; do
+		wait "$GATEWAY_PID"
+		rc=$?
+		# wait returns early (status > 128) when a trapped signal arrives; the
+		# trap exits the script, so getting here again means the gateway ended.
+		if ((rc > 128)) && alive "$GATEWAY_PID"; then
+			continue
+		fi
+		break
+	done
+	GATEWAY_PID=
+	if ((rc != 0)); then
+		log "gateway exited with status $rc"
+		exit "$rc"
+	fi
+	log "gateway exited"
+	exit 0
+}
+
+# Run main only when executed, not when sourced.
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+	main "$@"
 fi
-log "gateway exited"
-exit 0
