@@ -1,0 +1,55 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/directgate/directgate/healthcheck"
+)
+
+// Two gateways share discovery: one leads and probes, the other takes its
+// published results; when the leader stops, the other takes over.
+func TestDiscoveryShares(t *testing.T) {
+	_, c := startEtcd(t)
+	ctxA, stopA := context.WithCancel(context.Background())
+	defer stopA()
+	ctxB, stopB := context.WithCancel(context.Background())
+	defer stopB()
+	interval := 100 * time.Millisecond
+	a := c.StartDiscovery(ctxA, "a", []string{"main"}, interval)
+	waitFor(t, "a to lead", func() bool { return a.Leads("main") })
+	b := c.StartDiscovery(ctxB, "b", []string{"main"}, interval)
+	be := healthcheck.Backend{Addr: "127.0.0.1:1", Cluster: "main"}
+
+	if _, ok := a.Result(be); ok {
+		t.Fatal("the leader got a result to take instead of probing")
+	}
+	if _, ok := b.Result(be); ok {
+		t.Fatal("the follower has a result before anything was published")
+	}
+	// The leader probes; its results reach the follower.
+	a.Probed(be, healthcheck.Result{Reachable: true, ServerID: 7, RTT: time.Millisecond})
+	waitFor(t, "the follower to take the leader's result", func() bool {
+		r, ok := b.Result(be)
+		return ok && r.ServerID == 7 && r.Reachable
+	})
+	a.Probed(be, healthcheck.Result{Err: errors.New("connection refused")})
+	waitFor(t, "the failed probe to reach the follower", func() bool {
+		r, ok := b.Result(be)
+		return ok && r.Err != nil && r.Err.Error() == "connection refused"
+	})
+	// A follower's own probes are not published.
+	b.Probed(be, healthcheck.Result{Reachable: true, ServerID: 9})
+	time.Sleep(3 * interval)
+	if r, _ := b.Result(be); r.ServerID == 9 {
+		t.Fatal("a follower's probe was published")
+	}
+	// Results go stale without a leader: the follower probes itself.
+	stopA()
+	waitFor(t, "b to take over", func() bool { return b.Leads("main") })
+	if _, ok := b.Result(be); ok {
+		t.Fatal("the new leader takes results instead of probing")
+	}
+}
