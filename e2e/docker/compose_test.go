@@ -1,12 +1,15 @@
 package docker
 
-// Checks that compose.yaml, gateway.yaml, the init files and the Dockerfile
-// agree, without a Docker engine; and that the Dockerfile's build flags make
-// a static binary.
+// Checks that each compose file (compose.yaml, and the fleet's
+// fleet/compose.yaml), the gateway config and topology it mounts, the init
+// files and the Dockerfile agree, without a Docker engine; and that the
+// Dockerfile's build flags make a static binary.
 
 import (
 	"debug/elf"
+	"maps"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,37 +21,74 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/directgate/directgate/config"
 )
 
 const (
-	composePath    = "compose.yaml"
-	dockerfilePath = "Dockerfile"
-	repoRoot       = "../.."
-	initDir        = "/docker-entrypoint-initdb.d/"
-	mariadbDataDir = "/var/lib/mysql"
+	composePath      = "compose.yaml"
+	fleetComposePath = "fleet/compose.yaml"
+	dockerfilePath   = "Dockerfile"
+	repoRoot         = "../.."
+	initDir          = "/docker-entrypoint-initdb.d/"
+	mariadbDataDir   = "/var/lib/mysql"
 )
 
-// stack is everything the checks read, parsed once per test.
+// composePaths are the compose files the checks read: make run's stack and
+// the fleet (make run-fleet's).
+var composePaths = []string{composePath, fleetComposePath}
+
+// forEachStack runs check on the stack of every compose file, each in a
+// subtest.
+func forEachStack(t *testing.T, check func(t *testing.T, s *stack)) {
+	for _, path := range composePaths {
+		t.Run(strings.ReplaceAll(path, "/", "_"), func(t *testing.T) { check(t, loadStack(t, path)) })
+	}
+}
+
+// gatewayService is a compose service running the gateway image.
+type gatewayService struct {
+	name string
+	*composeService
+	args []string // the command it runs, after the entrypoint
+}
+
+// stack is everything the checks read of one compose file, parsed once per
+// test.
 type stack struct {
+	path    string
 	compose *composeProject
 	df      *dockerfile
 
-	gatewayName, ownerName string
-	gateway, owner         *composeService
-	gatewayArgs, ownerArgs []string // the command each runs, after the entrypoint
-	configPath             string   // host path of the gateway config
-	cfg                    *config.Config
-	cluster                *config.Cluster // the one the owner serves
+	// The services running the gateway image, by what they run (gateway
+	// serve, owner, topo put), each sorted by name.
+	gateways, owners, topoPuts []gatewayService
+	configPath                 string         // host path of the config all of them mount
+	base                       *config.Config // that config, as a process loads it
+	// cfg is what the gateways serve: base, or with topology.etcd base
+	// merged with the topology topo put stores (topologyPath), as a
+	// gateway merges it.
+	cfg          *config.Config
+	topologyPath string
+	topology     *config.Topology // that file as written (no defaults)
+	cluster      *config.Cluster  // the one the first owner serves
 
 	mariadb     map[string]*composeService // services running the mariadb image
+	etcd        map[string]*composeService // services running the etcd image
 	primaryName string                     // the mariadb service without read_only
 	primaryInit *initScript
 }
 
-func loadStack(t *testing.T) *stack {
+// directgate is every service running the gateway image.
+func (s *stack) directgate() []gatewayService {
+	return slices.Concat(s.gateways, s.owners, s.topoPuts)
+}
+
+func loadStack(t *testing.T, path string) *stack {
 	t.Helper()
-	s := &stack{compose: loadCompose(t, composePath), df: parseDockerfile(t, dockerfilePath), mariadb: map[string]*composeService{}}
+	s := &stack{path: path, compose: loadCompose(t, path), df: parseDockerfile(t, dockerfilePath),
+		mariadb: map[string]*composeService{}, etcd: map[string]*composeService{}}
 	final := s.df.Stages[len(s.df.Stages)-1]
 	entry, err := execForm(final.last("ENTRYPOINT"))
 	if err != nil {
@@ -59,9 +99,14 @@ func loadStack(t *testing.T) *stack {
 		t.Fatalf("Dockerfile CMD: %v", err)
 	}
 	wantDockerfile, _ := filepath.Abs(dockerfilePath)
-	for name, svc := range s.compose.Services {
-		if isMariaDB(svc.Image) {
+	for _, name := range slices.Sorted(maps.Keys(s.compose.Services)) {
+		svc := s.compose.Services[name]
+		switch imageName(svc.Image) {
+		case "mariadb":
 			s.mariadb[name] = svc
+			continue
+		case "etcd":
+			s.etcd[name] = svc
 			continue
 		}
 		if svc.Build == nil {
@@ -84,63 +129,65 @@ func loadStack(t *testing.T) *stack {
 		if len(args) == 0 {
 			t.Fatalf("service %s: no command", name)
 		}
-		switch args[0] {
-		case "serve":
-			if s.gateway != nil {
-				t.Fatalf("services %s and %s both run gateway serve: the checks expect one", s.gatewayName, name)
-			}
-			s.gatewayName, s.gateway, s.gatewayArgs = name, svc, args
-		case "owner":
-			if s.owner != nil {
-				t.Fatalf("services %s and %s both run gateway owner: the checks expect one", s.ownerName, name)
-			}
-			s.ownerName, s.owner, s.ownerArgs = name, svc, args
+		g := gatewayService{name: name, composeService: svc, args: args}
+		switch {
+		case args[0] == "serve":
+			s.gateways = append(s.gateways, g)
+		case args[0] == "owner":
+			s.owners = append(s.owners, g)
+		case args[0] == "topo" && len(args) > 1 && args[1] == "put":
+			s.topoPuts = append(s.topoPuts, g)
 		default:
-			t.Fatalf("service %s: runs %q, neither serve nor owner", name, args)
+			t.Fatalf("service %s: runs %q, none of serve, owner and topo put", name, args)
 		}
 	}
-	if s.gateway == nil || s.owner == nil {
-		t.Fatalf("compose.yaml: want one service running serve and one running owner from %s (found %q, %q)", dockerfilePath, s.gatewayName, s.ownerName)
+	if len(s.gateways) == 0 || len(s.owners) == 0 {
+		t.Fatalf("%s: want services running serve and owner from %s (found %d and %d)", path, dockerfilePath, len(s.gateways), len(s.owners))
 	}
 
 	// The config file: what --config names inside the containers, mounted
-	// from the same host file into both.
-	for _, svc := range []struct {
-		name string
-		s    *composeService
-		args []string
-	}{{s.gatewayName, s.gateway, s.gatewayArgs}, {s.ownerName, s.owner, s.ownerArgs}} {
-		path, ok := flagValue(svc.args, "--config")
-		if !ok {
-			t.Fatalf("service %s: command %q has no --config", svc.name, svc.args)
-		}
-		m := findMount(svc.s, path)
-		if m == nil || m.Type != "bind" {
-			t.Fatalf("service %s: --config %s, but no file is bind-mounted there (volumes: %+v)", svc.name, path, svc.s.Volumes)
-		}
-		if !m.ReadOnly {
-			t.Errorf("service %s: the config %s is not mounted read-only (:ro)", svc.name, path)
-		}
+	// from the same host file into all of them.
+	for _, g := range s.directgate() {
+		p := hostFile(t, g, "--config")
 		if s.configPath == "" {
-			s.configPath = m.Source
-		} else if filepath.Clean(m.Source) != filepath.Clean(s.configPath) {
-			t.Errorf("owner and gateway mount different configs: %s and %s", s.configPath, m.Source)
+			s.configPath = p
+		} else if filepath.Clean(p) != filepath.Clean(s.configPath) {
+			t.Errorf("service %s mounts %s as its config, the others %s: want one config", g.name, p, s.configPath)
 		}
 	}
-	if s.cfg, err = config.Load(s.configPath); err != nil {
-		t.Fatalf("the config compose mounts: %v", err)
+	if s.base, err = config.Load(s.configPath); err != nil {
+		t.Fatalf("the config %s mounts: %v", path, err)
 	}
-	clusterName, ok := flagValue(s.ownerArgs, "--cluster")
-	if !ok {
-		t.Fatalf("service %s: command %q has no --cluster", s.ownerName, s.ownerArgs)
-	}
-	for i := range s.cfg.Clusters {
-		if s.cfg.Clusters[i].Name == clusterName {
-			s.cluster = &s.cfg.Clusters[i]
+	s.cfg = s.base
+	switch {
+	case s.base.FromEtcd():
+		if len(s.topoPuts) != 1 {
+			t.Fatalf("%s: %s has topology.etcd: want one service running topo put (it stores the clusters and users), found %d", path, s.configPath, len(s.topoPuts))
 		}
+		s.topologyPath = hostFile(t, s.topoPuts[0], "--file")
+		doc, err := os.ReadFile(s.topologyPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.topology, err = config.ParseTopology(doc); err != nil {
+			t.Fatalf("%s: %v", s.topologyPath, err)
+		}
+		s.cfg = s.withTopology(t, doc)
+	case len(s.topoPuts) > 0:
+		t.Fatalf("service %s runs topo put, but %s has no topology.etcd", s.topoPuts[0].name, s.configPath)
 	}
-	if s.cluster == nil {
-		t.Fatalf("service %s: --cluster %s, but %s has no such cluster", s.ownerName, clusterName, s.configPath)
+	for _, o := range s.owners {
+		name, ok := flagValue(o.args, "--cluster")
+		if !ok {
+			t.Fatalf("service %s: command %q has no --cluster", o.name, o.args)
+		}
+		cl := clusterNamed(s.cfg, name)
+		if cl == nil {
+			t.Fatalf("service %s: --cluster %s, but the configuration has no such cluster", o.name, name)
+		}
+		if s.cluster == nil {
+			s.cluster = cl
+		}
 	}
 
 	for name, svc := range s.mariadb {
@@ -152,7 +199,7 @@ func loadStack(t *testing.T) *stack {
 		}
 	}
 	if s.primaryName == "" {
-		t.Fatal("compose.yaml: no mariadb service without --read-only (the primary)")
+		t.Fatalf("%s: no mariadb service without --read-only (the primary)", path)
 	}
 	initFiles := initMounts(s.mariadb[s.primaryName], ".sql")
 	if len(initFiles) != 1 {
@@ -162,9 +209,103 @@ func loadStack(t *testing.T) *stack {
 	return s
 }
 
-func isMariaDB(image string) bool {
-	name, _, _ := strings.Cut(image[strings.LastIndexByte(image, '/')+1:], ":")
-	return name == "mariadb"
+// hostFile returns the host file bind-mounted (read-only) where flag of
+// g's command (--config, --file) points.
+func hostFile(t *testing.T, g gatewayService, flag string) string {
+	t.Helper()
+	path, ok := flagValue(g.args, flag)
+	if !ok {
+		t.Fatalf("service %s: command %q has no %s", g.name, g.args, flag)
+	}
+	m := findMount(g.composeService, path)
+	if m == nil || m.Type != "bind" {
+		t.Fatalf("service %s: %s %s, but no file is bind-mounted there (volumes: %+v)", g.name, flag, path, g.Volumes)
+	}
+	if !m.ReadOnly {
+		t.Errorf("service %s: %s is not mounted read-only (:ro)", g.name, path)
+	}
+	return m.Source
+}
+
+// withTopology merges the topology document doc into s.base as every
+// gateway of the fleet does, validating it with the gateway's own rules.
+func (s *stack) withTopology(t *testing.T, doc []byte) *config.Config {
+	t.Helper()
+	cfg, err := s.base.WithTopology(doc)
+	if err != nil && onlyOwnerAddressMissing(err) {
+		// config.Validate asks auto_increment for clusters[].owner even
+		// under topology.etcd, where the gateways follow the owner elected
+		// through etcd (gateway owner --listen) and the cluster has no
+		// owner address. Until it stops asking, validate the rest with the
+		// address the owners publish standing in for it.
+		standIn, _ := flagValue(s.owners[0].args, "--listen")
+		t.Logf("%s: config still asks for an owner address (%v); checking the rest with owner: %q standing in", s.topologyPath, err, standIn)
+		if cfg, err = s.base.WithTopology(withOwnerAddress(t, doc, standIn)); err == nil {
+			for i := range cfg.Clusters { // in the document's order
+				cfg.Clusters[i].Owner = s.topology.Clusters[i].Owner
+			}
+		}
+	}
+	if err != nil {
+		t.Fatalf("%s on top of %s, as a gateway applies it: %v", s.topologyPath, s.configPath, err)
+	}
+	return cfg
+}
+
+// onlyOwnerAddressMissing reports whether every error in err is the one of
+// auto_increment without an owner address.
+func onlyOwnerAddressMissing(err error) bool {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		if !strings.Contains(e.Error(), ".auto_increment: needs an owner") {
+			return false
+		}
+	}
+	return true
+}
+
+// withOwnerAddress returns the topology document doc with owner: addr in
+// every cluster that has no owner key, the rest as written.
+func withOwnerAddress(t *testing.T, doc []byte, addr string) []byte {
+	t.Helper()
+	var root yaml.Node
+	if err := yaml.Unmarshal(doc, &root); err != nil || len(root.Content) != 1 {
+		t.Fatalf("topology: %v", err)
+	}
+	top := root.Content[0]
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		if top.Content[i].Value != "clusters" {
+			continue
+		}
+		for _, cl := range top.Content[i+1].Content {
+			has := false
+			for j := 0; j+1 < len(cl.Content); j += 2 {
+				has = has || cl.Content[j].Value == "owner"
+			}
+			if !has {
+				cl.Content = append(cl.Content,
+					&yaml.Node{Kind: yaml.ScalarNode, Value: "owner"}, &yaml.Node{Kind: yaml.ScalarNode, Value: addr})
+			}
+		}
+	}
+	out, err := yaml.Marshal(&root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// clusterNamed returns cfg's cluster name, or nil.
+func clusterNamed(cfg *config.Config, name string) *config.Cluster {
+	for i := range cfg.Clusters {
+		if cfg.Clusters[i].Name == name {
+			return &cfg.Clusters[i]
+		}
+	}
+	return nil
 }
 
 // findMount returns the mount of svc at target, or nil.
@@ -213,26 +354,34 @@ func splitAddr(t *testing.T, key, addr string) (string, string) {
 }
 
 // Every backend is a mariadb service at its port, and every mariadb
-// service is a backend; the owner address is the owner service and the
-// gateway listens on all interfaces on the ports compose publishes.
+// service is a backend; each owner listens on an address of its own
+// service; etcd's endpoints are the etcd service; the gateways listen on
+// all interfaces on ports compose publishes; every published port is on
+// 127.0.0.1, fixed and distinct, and the ports the file's header comment
+// connects to are published.
 func TestComposeAddresses(t *testing.T) {
-	s := loadStack(t)
+	forEachStack(t, func(t *testing.T, s *stack) {
+		checkBackends(t, s)
+		checkOwnerAddresses(t, s)
+		checkEtcdAddresses(t, s)
+		checkGatewayPorts(t, s)
+		checkPublished(t, s)
+	})
+}
+
+func checkBackends(t *testing.T, s *stack) {
 	seen := map[string]bool{}
 	for _, cl := range s.cfg.Clusters {
 		for _, b := range cl.Backends {
 			host, p := splitAddr(t, "backend", b)
-			found := false
-			for name, svc := range s.mariadb {
-				if resolvesTo(host, name, svc) {
-					found = true
-					seen[name] = true
-					if p != mariadbPort(svc) {
-						t.Errorf("cluster %s: backend %s: service %s listens on %s", cl.Name, b, name, mariadbPort(svc))
-					}
-				}
+			name, svc := s.mariadbService(host)
+			if svc == nil {
+				t.Errorf("cluster %s: backend %s is no mariadb service of %s", cl.Name, b, s.path)
+				continue
 			}
-			if !found {
-				t.Errorf("cluster %s: backend %s is no mariadb service of compose.yaml", cl.Name, b)
+			seen[name] = true
+			if p != mariadbPort(svc) {
+				t.Errorf("cluster %s: backend %s: service %s listens on %s", cl.Name, b, name, mariadbPort(svc))
 			}
 		}
 	}
@@ -241,47 +390,193 @@ func TestComposeAddresses(t *testing.T) {
 			t.Errorf("mariadb service %s is in no cluster's backends", name)
 		}
 	}
+}
 
-	// The owner listens on clusters[].owner: its host must be the owner
-	// container (resolvable inside it too), its port exposed.
-	if s.cluster.Owner == "" {
-		t.Fatalf("cluster %s: the owner service runs, but the cluster has no owner address", s.cluster.Name)
-	}
-	host, p := splitAddr(t, "owner", s.cluster.Owner)
-	if !resolvesTo(host, s.ownerName, s.owner) {
-		t.Errorf("cluster %s: owner %s is not the owner service %s (hostname %q)", s.cluster.Name, s.cluster.Owner, s.ownerName, s.owner.Hostname)
-	}
-	if s.owner.Expose != nil && !slices.Contains(s.owner.Expose, p) {
-		t.Errorf("service %s: listens on %s (clusters[].owner) but exposes %q", s.ownerName, p, s.owner.Expose)
-	}
-	exposed := strings.Fields(s.df.Stages[len(s.df.Stages)-1].last("EXPOSE"))
-
-	for _, l := range []struct{ key, addr string }{{"listen", s.cfg.Listen}, {"http_listen", s.cfg.HTTPListen}, {"owner", s.cluster.Owner}} {
-		_, p := splitAddr(t, l.key, l.addr)
-		if !slices.Contains(exposed, p) && !slices.Contains(exposed, p+"/tcp") {
-			t.Errorf("Dockerfile: EXPOSE %q lacks %s (%s)", exposed, p, l.key)
+// mariadbService returns the mariadb service host names, or "" and nil.
+func (s *stack) mariadbService(host string) (string, *composeService) {
+	for name, svc := range s.mariadb {
+		if resolvesTo(host, name, svc) {
+			return name, svc
 		}
 	}
-	// Published ports reach a container on its network interface, not on
-	// its loopback: the gateway must listen on all interfaces, on each
-	// published port, published as the same port on the host (the README
-	// connects to 15306).
+	return "", nil
+}
+
+// exposed reports whether the image EXPOSEs port p.
+func (s *stack) exposed(p string) bool {
+	e := strings.Fields(s.df.Stages[len(s.df.Stages)-1].last("EXPOSE"))
+	return slices.Contains(e, p) || slices.Contains(e, p+"/tcp")
+}
+
+// An owner listens on clusters[].owner, or with topology.etcd on its
+// --listen address, which the leader publishes and the gateways follow.
+// Either way the host must be the owner's container (resolvable inside it
+// too) and the port exposed.
+func checkOwnerAddresses(t *testing.T, s *stack) {
+	listens := map[string]string{} // address -> service
+	owned := map[string]string{}   // cluster -> service, without etcd
+	for _, o := range s.owners {
+		name, _ := flagValue(o.args, "--cluster")
+		cl := clusterNamed(s.cfg, name)
+		addr, flagged := flagValue(o.args, "--listen")
+		if s.base.FromEtcd() {
+			if cl.Owner != "" {
+				t.Errorf("cluster %s: owner %s: with topology.etcd the gateways follow the owner elected through etcd, not a fixed address", cl.Name, cl.Owner)
+			}
+			if !flagged {
+				t.Errorf("service %s: with topology.etcd an owner needs --listen HOST:PORT (the address it publishes when it leads)", o.name)
+				continue
+			}
+		} else {
+			// No election without etcd: one owner per cluster, at its
+			// owner address.
+			if other, dup := owned[cl.Name]; dup {
+				t.Errorf("services %s and %s both own cluster %s: without topology.etcd nothing elects one", other, o.name, cl.Name)
+			}
+			owned[cl.Name] = o.name
+			if cl.Owner == "" {
+				t.Errorf("cluster %s: the owner service %s runs, but the cluster has no owner address", cl.Name, o.name)
+				continue
+			}
+			if flagged && addr != cl.Owner {
+				t.Errorf("service %s: --listen %s, but the gateways forward to clusters[].owner %s", o.name, addr, cl.Owner)
+			}
+			addr = cl.Owner
+		}
+		host, p := splitAddr(t, o.name+": owner address", addr)
+		if !resolvesTo(host, o.name, o.composeService) {
+			t.Errorf("service %s: owner address %s is not this service (hostname %q)", o.name, addr, o.Hostname)
+		}
+		if o.Expose != nil && !slices.Contains(o.Expose, p) {
+			t.Errorf("service %s: listens on %s but exposes %q", o.name, p, o.Expose)
+		}
+		if !s.exposed(p) {
+			t.Errorf("Dockerfile: EXPOSE lacks %s (owner address of %s)", p, o.name)
+		}
+		if other, dup := listens[addr]; dup {
+			t.Errorf("services %s and %s: same owner address %s", other, o.name, addr)
+		}
+		listens[addr] = o.name
+	}
+}
+
+// etcdURLs parses the comma-separated URLs of an etcd flag of svc.
+func etcdURLs(t *testing.T, name string, svc *composeService, flag string) []*url.URL {
+	t.Helper()
+	v, ok := flagValue(svc.Command, flag)
+	if !ok {
+		t.Fatalf("etcd service %s: no %s", name, flag)
+	}
+	var urls []*url.URL
+	for raw := range strings.SplitSeq(v, ",") {
+		u, err := url.Parse(raw)
+		if err != nil || u.Port() == "" {
+			t.Fatalf("etcd service %s: %s %q: want scheme://host:port (%v)", name, flag, raw, err)
+		}
+		urls = append(urls, u)
+	}
+	return urls
+}
+
+// topology.etcd's endpoints are etcd services at a port they listen on
+// for clients; etcd listens for them on all interfaces and advertises its
+// service name.
+func checkEtcdAddresses(t *testing.T, s *stack) {
+	e := s.base.Topology.Etcd
+	if e == nil {
+		return
+	}
+	if len(s.etcd) == 0 {
+		t.Fatalf("%s: %s has topology.etcd, but no service runs the etcd image", s.path, s.configPath)
+	}
+	clientPorts := map[string][]string{}
+	for name, svc := range s.etcd {
+		for _, u := range etcdURLs(t, name, svc, "--listen-client-urls") {
+			if h := u.Hostname(); h != "0.0.0.0" && h != "::" {
+				t.Errorf("etcd service %s: --listen-client-urls %s: listen on 0.0.0.0 (the other containers reach it on its network interface)", name, u)
+			}
+			clientPorts[name] = append(clientPorts[name], u.Port())
+		}
+		for _, u := range etcdURLs(t, name, svc, "--advertise-client-urls") {
+			if !resolvesTo(u.Hostname(), name, svc) || !slices.Contains(clientPorts[name], u.Port()) {
+				t.Errorf("etcd service %s: --advertise-client-urls %s is not this service at a client port %q", name, u, clientPorts[name])
+			}
+		}
+	}
+	for _, ep := range e.Endpoints {
+		hostPort := ep
+		if _, rest, ok := strings.Cut(ep, "://"); ok {
+			hostPort = rest
+		}
+		host, p := splitAddr(t, "topology.etcd.endpoints", hostPort)
+		found := false
+		for name, svc := range s.etcd {
+			if resolvesTo(host, name, svc) {
+				found = true
+				if !slices.Contains(clientPorts[name], p) {
+					t.Errorf("topology.etcd.endpoints: %s: etcd service %s listens for clients on %q", ep, name, clientPorts[name])
+				}
+			}
+		}
+		if !found {
+			t.Errorf("topology.etcd.endpoints: %s is no etcd service of %s", ep, s.path)
+		}
+	}
+}
+
+// Published ports reach a container on its network interface, not on its
+// loopback: the gateways must listen on all interfaces, on ports every
+// gateway publishes. The first gateway publishes them as the same ports on
+// the host (the README connects to 15306).
+func checkGatewayPorts(t *testing.T, s *stack) {
 	for _, l := range []struct{ key, addr string }{{"listen", s.cfg.Listen}, {"http_listen", s.cfg.HTTPListen}} {
 		host, p := splitAddr(t, l.key, l.addr)
 		if host != "" && host != "0.0.0.0" && host != "::" {
 			t.Errorf("%s %s: inside a container listen on 0.0.0.0 (published ports do not reach %s)", l.key, l.addr, host)
 		}
-		published := false
-		for _, pp := range s.gateway.Ports {
-			if pp.Target == p && pp.Protocol == "tcp" {
-				published = true
-				if pp.Published != p {
-					t.Errorf("service %s: container port %s (%s) published as %q, want the same port", s.gatewayName, p, l.key, pp.Published)
+		if !s.exposed(p) {
+			t.Errorf("Dockerfile: EXPOSE lacks %s (%s)", p, l.key)
+		}
+		for i, g := range s.gateways {
+			published := false
+			for _, pp := range g.Ports {
+				if pp.Target == p && pp.Protocol == "tcp" {
+					published = true
+					if i == 0 && pp.Published != p {
+						t.Errorf("service %s: container port %s (%s) published as %q, want the same port", g.name, p, l.key, pp.Published)
+					}
 				}
 			}
+			if !published {
+				t.Errorf("service %s: %s %s is not a published container port (ports: %+v)", g.name, l.key, l.addr, g.Ports)
+			}
 		}
-		if !published {
-			t.Errorf("service %s: %s %s is not a published container port (ports: %+v)", s.gatewayName, l.key, l.addr, s.gateway.Ports)
+	}
+}
+
+// Every published port is on the host's loopback (the demo passwords are
+// no secret), on a fixed host port no other service publishes; the ports
+// the header comment connects to (-PNNNN, 127.0.0.1:NNNN) are among them.
+func checkPublished(t *testing.T, s *stack) {
+	hostPorts := map[string]string{} // port/protocol -> service
+	for _, name := range slices.Sorted(maps.Keys(s.compose.Services)) {
+		for _, pp := range s.compose.Services[name].Ports {
+			if ip := net.ParseIP(pp.HostIP); ip == nil || !ip.IsLoopback() {
+				t.Errorf("service %s: container port %s published on %q: publish on 127.0.0.1 only", name, pp.Target, pp.HostIP)
+			}
+			if _, err := strconv.Atoi(pp.Published); err != nil {
+				t.Errorf("service %s: container port %s published as %q: want one fixed host port", name, pp.Target, pp.Published)
+			}
+			key := pp.Published + "/" + pp.Protocol
+			if other, dup := hostPorts[key]; dup {
+				t.Errorf("services %s and %s both publish host port %s", other, name, key)
+			}
+			hostPorts[key] = name
+		}
+	}
+	for _, m := range regexp.MustCompile(`(?:-P|127\.0\.0\.1:)(\d+)`).FindAllStringSubmatch(headerComment(t, s.path), -1) {
+		if _, ok := hostPorts[m[1]+"/tcp"]; !ok {
+			t.Errorf("%s: the header comment connects to %s, which no service publishes", s.path, m[0])
 		}
 	}
 }
@@ -289,8 +584,9 @@ func TestComposeAddresses(t *testing.T) {
 // The accounts gateway.yaml and the replica use are the ones the primary's
 // init makes, with the right privileges; the init starts the binary log
 // afresh and binlogs them so they replicate.
-func TestComposeAccounts(t *testing.T) {
-	s := loadStack(t)
+func TestComposeAccounts(t *testing.T) { forEachStack(t, checkAccounts) }
+
+func checkAccounts(t *testing.T, s *stack) {
 	in := s.primaryInit
 	if len(in.Statements) == 0 || !regexp.MustCompile(`(?i)^RESET (MASTER|BINARY LOGS)$`).MatchString(in.Statements[0]) {
 		t.Errorf("primary init: the first statement must be RESET MASTER (the replica replicates the binary log from its start), got %q", in.Statements[:min(1, len(in.Statements))])
@@ -328,12 +624,14 @@ func TestComposeAccounts(t *testing.T) {
 	}
 
 	// The demo schema the config refers to.
-	for _, ai := range s.cluster.AutoIncrement {
-		if _, ok := in.Tables[ai.Table]; !ok {
-			t.Errorf("auto_increment table %s: not created by the primary init", ai.Table)
-		}
-		if c, ok := in.Tables[ai.Sequence]; !ok || !strings.HasPrefix(c, "vitess_sequence") {
-			t.Errorf("auto_increment sequence %s: not created by the primary init with COMMENT 'vitess_sequence' (comment %q)", ai.Sequence, c)
+	for _, cl := range s.cfg.Clusters {
+		for _, ai := range cl.AutoIncrement {
+			if _, ok := in.Tables[ai.Table]; !ok {
+				t.Errorf("auto_increment table %s: not created by the primary init", ai.Table)
+			}
+			if c, ok := in.Tables[ai.Sequence]; !ok || !strings.HasPrefix(c, "vitess_sequence") {
+				t.Errorf("auto_increment sequence %s: not created by the primary init with COMMENT 'vitess_sequence' (comment %q)", ai.Sequence, c)
+			}
 		}
 	}
 
@@ -403,8 +701,9 @@ func TestComposeAccounts(t *testing.T) {
 
 // The servers can replicate and be promoted, with distinct ids, and keep
 // their data in named volumes.
-func TestComposeServerFlags(t *testing.T) {
-	s := loadStack(t)
+func TestComposeServerFlags(t *testing.T) { forEachStack(t, checkServerFlags) }
+
+func checkServerFlags(t *testing.T, s *stack) {
 	ids := map[string]string{}
 	for name, svc := range s.mariadb {
 		f := serverFlags(svc.Command)
@@ -442,13 +741,27 @@ func TestComposeServerFlags(t *testing.T) {
 			t.Errorf("replica %s: --read-only=ON missing", name)
 		}
 	}
+	// etcd keeps the topology and the fleet's keys across restarts.
+	for name, svc := range s.etcd {
+		dir, _ := flagValue(svc.Command, "--data-dir")
+		m := findMount(svc, dir)
+		if dir == "" || m == nil || m.Type != "volume" || m.Source == "" {
+			t.Errorf("etcd service %s: --data-dir %q is not a named volume", name, dir)
+		} else if _, ok := s.compose.Volumes[m.Source]; !ok {
+			t.Errorf("etcd service %s: volume %s is not declared under volumes:", name, m.Source)
+		}
+	}
 }
 
-// Start order: the replica after a healthy primary, owner and gateway after
-// healthy databases, the gateway after the owner; health checks where a
-// condition waits for them. Stop: docker's SIGKILL comes after drain_timeout.
-func TestComposeDependencies(t *testing.T) {
-	s := loadStack(t)
+// Start order: the replica after a healthy primary, owners and gateways
+// after healthy databases, the gateways after the owners; with
+// topology.etcd, topo put after a healthy etcd, owners and gateways after
+// it has stored the topology. Health checks where a condition waits for
+// them, one-shots where one waits for completion. Stop: docker's SIGKILL
+// comes after drain_timeout.
+func TestComposeDependencies(t *testing.T) { forEachStack(t, checkDependencies) }
+
+func checkDependencies(t *testing.T, s *stack) {
 	for name, svc := range s.compose.Services {
 		for dep, cond := range svc.DependsOn {
 			target, ok := s.compose.Services[dep]
@@ -459,7 +772,28 @@ func TestComposeDependencies(t *testing.T) {
 			if cond == "service_healthy" && (target.Healthcheck == nil || target.Healthcheck.Disable || len(target.Healthcheck.Test) == 0) {
 				t.Errorf("service %s: waits for %s to be healthy, which has no healthcheck", name, dep)
 			}
+			if cond == "service_completed_successfully" && target.Restart != "" && target.Restart != "no" {
+				t.Errorf("service %s: waits for %s to complete, which has restart: %s (a one-shot runs once)", name, dep, target.Restart)
+			}
 		}
+	}
+	// want checks that service from waits for each of to reach cond.
+	want := func(from gatewayService, cond string, to ...string) {
+		for _, dep := range to {
+			if from.DependsOn[dep] != cond {
+				t.Errorf("service %s: depends_on %s must be condition: %s", from.name, dep, cond)
+			}
+		}
+	}
+	etcd := slices.Sorted(maps.Keys(s.etcd))
+	var topoPuts []string
+	for _, p := range s.topoPuts {
+		topoPuts = append(topoPuts, p.name)
+		want(p, "service_healthy", etcd...)
+	}
+	for _, g := range slices.Concat(s.gateways, s.owners) {
+		want(g, "service_healthy", etcd...)
+		want(g, "service_completed_successfully", topoPuts...)
 	}
 	for name, svc := range s.mariadb {
 		h := svc.Healthcheck
@@ -469,34 +803,37 @@ func TestComposeDependencies(t *testing.T) {
 		if name != s.primaryName && svc.DependsOn[s.primaryName] != "service_healthy" {
 			t.Errorf("replica %s: depends_on %s must be condition: service_healthy (its init replicates the primary's init)", name, s.primaryName)
 		}
-		for _, dependent := range []string{s.gatewayName, s.ownerName} {
-			if s.compose.Services[dependent].DependsOn[name] != "service_healthy" {
-				t.Errorf("service %s: depends_on %s must be condition: service_healthy", dependent, name)
+		for _, g := range slices.Concat(s.gateways, s.owners) {
+			want(g, "service_healthy", name)
+		}
+	}
+	for _, g := range s.gateways {
+		for _, o := range s.owners {
+			if _, ok := g.DependsOn[o.name]; !ok {
+				t.Errorf("service %s: should depend on %s", g.name, o.name)
 			}
 		}
 	}
-	if _, ok := s.gateway.DependsOn[s.ownerName]; !ok {
-		t.Errorf("service %s: should depend on %s", s.gatewayName, s.ownerName)
-	}
-	for name, svc := range map[string]*composeService{s.gatewayName: s.gateway, s.ownerName: s.owner} {
+	for _, g := range slices.Concat(s.gateways, s.owners) {
 		grace := 10 * time.Second
-		if svc.StopGracePeriod != "" {
+		if g.StopGracePeriod != "" {
 			var err error
-			if grace, err = time.ParseDuration(svc.StopGracePeriod); err != nil {
-				t.Errorf("service %s: stop_grace_period: %v", name, err)
+			if grace, err = time.ParseDuration(g.StopGracePeriod); err != nil {
+				t.Errorf("service %s: stop_grace_period: %v", g.name, err)
 			}
 		}
 		if grace <= s.cfg.DrainTimeout {
-			t.Errorf("service %s: stop_grace_period %v is not above drain_timeout %v: docker kills it while it drains", name, grace, s.cfg.DrainTimeout)
+			t.Errorf("service %s: stop_grace_period %v is not above drain_timeout %v: docker kills it while it drains", g.name, grace, s.cfg.DrainTimeout)
 		}
 	}
-	// Same image for both, built once from the repository root.
-	if s.gateway.Image == "" || s.gateway.Image != s.owner.Image {
-		t.Errorf("services %s and %s: want the same image name, got %q and %q", s.gatewayName, s.ownerName, s.gateway.Image, s.owner.Image)
-	}
-	for _, svc := range []*composeService{s.gateway, s.owner} {
-		if _, err := os.Stat(filepath.Join(svc.Build.Context, "go.mod")); err != nil {
-			t.Errorf("build context %s is not the repository root: %v", svc.Build.Context, err)
+	// One image for all, built from the repository root.
+	all := s.directgate()
+	for _, g := range all {
+		if g.Image == "" || g.Image != all[0].Image {
+			t.Errorf("services %s and %s: want the same image name, got %q and %q", all[0].name, g.name, all[0].Image, g.Image)
+		}
+		if _, err := os.Stat(filepath.Join(g.Build.Context, "go.mod")); err != nil {
+			t.Errorf("service %s: build context %s is not the repository root: %v", g.name, g.Build.Context, err)
 		}
 	}
 }
@@ -505,8 +842,7 @@ func TestComposeDependencies(t *testing.T) {
 // the Go version of the build image matches go.mod; the build context keeps
 // every package the binary needs.
 func TestDockerfile(t *testing.T) {
-	s := loadStack(t)
-	df := s.df
+	df := parseDockerfile(t, dockerfilePath)
 	final := df.Stages[len(df.Stages)-1]
 	if final.From != "scratch" && !strings.HasPrefix(final.From, "gcr.io/distroless/static") {
 		t.Errorf("final stage FROM %s: want scratch or distroless/static (the binary is static)", final.From)

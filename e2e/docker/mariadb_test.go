@@ -46,7 +46,7 @@ func TestInitFilesOnMariaDB(t *testing.T) {
 			t.Skipf("%s is not installed", tool)
 		}
 	}
-	s := loadStack(t)
+	s := loadStack(t, composePath)
 	var replicaName string
 	for name := range s.mariadb {
 		if name != s.primaryName {

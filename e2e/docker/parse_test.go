@@ -35,6 +35,7 @@ type composeService struct {
 	Expose      []string      `yaml:"expose"`
 	DependsOn   dependsOn     `yaml:"depends_on"`
 	Healthcheck *healthcheck  `yaml:"healthcheck"`
+	Restart     string        `yaml:"restart"`
 	// StopGracePeriod is how long docker waits after SIGTERM before
 	// SIGKILL; empty means 10s.
 	StopGracePeriod string `yaml:"stop_grace_period"`
@@ -196,17 +197,18 @@ func (d *dependsOn) UnmarshalYAML(n *yaml.Node) error {
 			m[c.Value] = "service_started"
 		}
 	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			var v struct {
-				Condition string `yaml:"condition"`
-			}
-			if err := n.Content[i+1].Decode(&v); err != nil {
-				return err
-			}
+		// Decoded, not walked: a merge key (<<: *anchor) brings entries in.
+		var l map[string]struct {
+			Condition string `yaml:"condition"`
+		}
+		if err := n.Decode(&l); err != nil {
+			return err
+		}
+		for name, v := range l {
 			if v.Condition == "" {
 				v.Condition = "service_started"
 			}
-			m[n.Content[i].Value] = v.Condition
+			m[name] = v.Condition
 		}
 	default:
 		return fmt.Errorf("line %d: depends_on is neither a list nor a mapping", n.Line)
@@ -233,7 +235,63 @@ func loadCompose(t *testing.T, path string) *composeProject {
 	if len(p.Services) == 0 {
 		t.Fatalf("%s: no services", path)
 	}
+	// Relative paths are relative to the compose file's directory; the
+	// checks read them from the test's (this) directory.
+	dir := filepath.Dir(path)
+	rel := func(p string) string {
+		if filepath.IsAbs(p) || strings.HasPrefix(p, "~") {
+			return p
+		}
+		return filepath.Join(dir, p)
+	}
+	for _, svc := range p.Services {
+		if svc.Build != nil {
+			b := *svc.Build // a copy: services merged from one anchor may share it
+			if b.Context == "" {
+				b.Context = "."
+			}
+			b.Context = rel(b.Context)
+			svc.Build = &b
+		}
+		for i := range svc.Volumes {
+			if m := &svc.Volumes[i]; m.Type == "bind" {
+				m.Source = rel(m.Source)
+			}
+		}
+	}
 	return &p
+}
+
+// imageName is the name of an image reference, without registry, path,
+// tag and digest: mariadb for docker.io/library/mariadb:10.11.
+func imageName(image string) string {
+	name, _, _ := strings.Cut(image[strings.LastIndexByte(image, '/')+1:], "@")
+	name, _, _ = strings.Cut(name, ":")
+	return name
+}
+
+// imageTag is the tag of an image reference, or "".
+func imageTag(image string) string {
+	name, _, _ := strings.Cut(image[strings.LastIndexByte(image, '/')+1:], "@")
+	_, tag, _ := strings.Cut(name, ":")
+	return tag
+}
+
+// headerComment is the comment a file opens with: its leading # lines.
+func headerComment(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for line := range strings.Lines(string(data)) {
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		b.WriteString(line)
+	}
+	return b.String()
 }
 
 // flagValue finds --name VALUE or --name=VALUE in args.
@@ -631,5 +689,64 @@ func TestPortSyntax(t *testing.T) {
 	var m mount
 	if err := yaml.Unmarshal([]byte(`./a.yaml:/etc/a.yaml:ro`), &m); err != nil || m != (mount{Type: "bind", Source: "./a.yaml", Target: "/etc/a.yaml", ReadOnly: true}) {
 		t.Errorf("mount = %+v, %v", m, err)
+	}
+}
+
+// Merge keys (<<: *anchor), as the fleet compose file uses them, and paths
+// relative to the compose file's directory.
+func TestComposeSyntax(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "compose.yaml")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := os.WriteFile(path, []byte(`
+x-base: &base
+  build: {context: .., dockerfile: D}
+  volumes: ["./a.yaml:/etc/a.yaml:ro", "data:/data", "/abs:/abs"]
+  restart: on-failure
+x-deps: &deps
+  db: {condition: service_healthy}
+services:
+  a:
+    <<: *base
+    restart: "no"
+    depends_on: *deps
+  b:
+    <<: *base
+    depends_on:
+      <<: *deps
+      a: {condition: service_completed_successfully}
+      c:
+`), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := loadCompose(t, path)
+	dir := filepath.Dir(path)
+	a, b := p.Services["a"], p.Services["b"]
+	if a.Restart != "no" || b.Restart != "on-failure" {
+		t.Errorf("restart: a %q, b %q; want no, on-failure", a.Restart, b.Restart)
+	}
+	if want := (dependsOn{"db": "service_healthy"}); !reflect.DeepEqual(a.DependsOn, want) {
+		t.Errorf("a depends_on %v, want %v", a.DependsOn, want)
+	}
+	if want := (dependsOn{"db": "service_healthy", "a": "service_completed_successfully", "c": "service_started"}); !reflect.DeepEqual(b.DependsOn, want) {
+		t.Errorf("b depends_on %v, want %v", b.DependsOn, want)
+	}
+	for name, svc := range p.Services {
+		if svc.Build.Context != filepath.Dir(dir) {
+			t.Errorf("%s: build context %q, want %q", name, svc.Build.Context, filepath.Dir(dir))
+		}
+		want := []mount{
+			{Type: "bind", Source: filepath.Join(dir, "a.yaml"), Target: "/etc/a.yaml", ReadOnly: true},
+			{Type: "volume", Source: "data", Target: "/data"},
+			{Type: "bind", Source: "/abs", Target: "/abs"},
+		}
+		if !reflect.DeepEqual(svc.Volumes, want) {
+			t.Errorf("%s: volumes %+v, want %+v", name, svc.Volumes, want)
+		}
+	}
+	if a.Build == b.Build {
+		t.Error("services merged from one anchor share their build")
 	}
 }
