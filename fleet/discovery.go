@@ -259,3 +259,27 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-time.After(d):
 	}
 }
+
+// DiscoveryLeaders returns, by cluster, the gateway that probes it for the
+// fleet now (the holder of the oldest key of its election).
+func (c *Client) DiscoveryLeaders(ctx context.Context) (map[string]string, error) {
+	ctx, cancel := reqCtx(ctx)
+	defer cancel()
+	prefix := c.key("discovery") + "/"
+	resp, err := c.etcd.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, kv := range resp.Kvs {
+		rest := strings.TrimPrefix(string(kv.Key), prefix) // cluster/leader/<lease>
+		cluster, tail, ok := strings.Cut(rest, "/")
+		if !ok || !strings.HasPrefix(tail, "leader/") {
+			continue
+		}
+		if _, seen := out[cluster]; !seen {
+			out[cluster] = string(kv.Value)
+		}
+	}
+	return out, nil
+}

@@ -125,7 +125,13 @@ func topoStatus(ctx context.Context, fc *fleet.Client, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "topology revision %d\n\n", rev)
+	fmt.Fprintf(w, "topology revision %d\n", rev)
+	if leaders, err := fc.DiscoveryLeaders(ctx); err == nil {
+		for cl, id := range leaders {
+			fmt.Fprintf(w, "discovery of cluster %s: probed by %s\n", cl, id)
+		}
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tID\tADDR\tCLUSTER\tROLE\tREVISION\tVERSION\tSTARTED\tUPDATED")
 	for _, m := range members {
