@@ -24,8 +24,11 @@ type Budget struct {
 	limit int // < 0: no limit
 	used  int
 	pools []budgetPool
-	// over is used > limit, kept for lock-free checks on Release.
-	over atomic.Bool
+	// over is used > limit, and capped limit >= 0, kept for lock-free
+	// checks on Release (the hot path: an unlimited budget costs two
+	// atomic loads there).
+	over   atomic.Bool
+	capped atomic.Bool
 }
 
 // budgetPool is what a Budget needs of the pools it bounds.
@@ -41,12 +44,17 @@ type budgetPool interface {
 
 // NewBudget returns a budget of limit connections; a negative limit is no
 // limit.
-func NewBudget(limit int) *Budget { return &Budget{limit: limit} }
+func NewBudget(limit int) *Budget {
+	b := &Budget{limit: limit}
+	b.capped.Store(limit >= 0)
+	return b
+}
 
 // SetLimit changes the limit (negative: none).
 func (b *Budget) SetLimit(limit int) {
 	b.mu.Lock()
 	b.limit = limit
+	b.capped.Store(limit >= 0)
 	b.setOverLocked()
 	pools := b.pools
 	b.mu.Unlock()
@@ -135,6 +143,9 @@ func (b *Budget) reclaim(p budgetPool) bool {
 func (b *Budget) handOver(p budgetPool) bool {
 	if b.over.Load() {
 		return true
+	}
+	if !b.capped.Load() {
+		return false
 	}
 	b.mu.Lock()
 	spent := b.limit >= 0 && b.used >= b.limit

@@ -178,3 +178,26 @@ func TestBudgetConcurrent(t *testing.T) {
 		t.Fatalf("%d samples saw more connections open than the limit", v)
 	}
 }
+
+// The budget on the hot path: Acquire and Release of an idle connection
+// without one, with an unlimited one (every gateway pool has one) and with
+// a cap that is not reached.
+func BenchmarkAcquireReleaseBudget(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		budget *Budget
+	}{{"none", nil}, {"unlimited", NewBudget(-1)}, {"capped", NewBudget(100)}} {
+		b.Run(bc.name, func(b *testing.B) {
+			p := newPool(b, &dialer{}, func(c *Config[*fakeConn]) { c.Size = 8; c.Budget = bc.budget })
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				l, err := p.Acquire(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				l.Release()
+			}
+		})
+	}
+}
