@@ -196,10 +196,11 @@ func TestParseExecuteParams(t *testing.T) {
 		{Type: TypeVarString, Null: true},
 		{Type: TypeDatetime, Value: []byte{0xe8, 0x07, 1, 2, 3, 4, 5}},
 		{Type: TypeTiny, Value: []byte{0xff}},
-		{Type: TypeBlob, Value: []byte("long")},
+		{Type: TypeBlob, Value: []byte("long"), LongData: true},
 	}
 	for i := range want {
-		if got[i].Type != want[i].Type || got[i].Unsigned != want[i].Unsigned || got[i].Null != want[i].Null || !bytes.Equal(got[i].Value, want[i].Value) {
+		if got[i].Type != want[i].Type || got[i].Unsigned != want[i].Unsigned || got[i].Null != want[i].Null ||
+			got[i].LongData != want[i].LongData || !bytes.Equal(got[i].Value, want[i].Value) {
 			t.Errorf("param %d: %+v, want %+v", i, got[i], want[i])
 		}
 	}

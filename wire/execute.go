@@ -15,6 +15,10 @@ type Param struct {
 	// Null is set for a NULL value (its bit in the null bitmap, or type
 	// TypeNull).
 	Null bool
+	// LongData is set when Value came with COM_STMT_SEND_LONG_DATA:
+	// MariaDB takes such a value as a string (binary for BLOB types),
+	// whatever the type.
+	LongData bool
 	// Value is the value in its binary-protocol form, without the length
 	// prefix of strings and temporal values: little-endian integers and
 	// IEEE floats of the type's width, the temporal layout of
@@ -58,7 +62,7 @@ func ParseExecuteParams(p []byte, n int, types []byte, longData func(i int) ([]b
 		pr := &params[i]
 		pr.Type, pr.Unsigned = types[2*i], types[2*i+1]&0x80 != 0
 		if data, ok := longData(i); ok {
-			pr.Value = data
+			pr.Value, pr.LongData = data, true
 			continue
 		}
 		if nulls[i/8]&(1<<(i%8)) != 0 || pr.Type == TypeNull {
