@@ -86,10 +86,10 @@ func ownerProbes(route querypath.Route, table string) []string {
 
 // checkOwnerGrants answers, when the session's user may not do what the
 // owner statement route (of sql, run in database db) does, with the
-// backend's refusal, and reports handled. Users on the cluster's account are the owner's account
-// already: nothing to check. A message INSERT or UPDATE that reads other
-// tables (INSERT ... SELECT, a subquery) is refused: the owner would read
-// them with its account.
+// backend's refusal, and reports handled. Users on the cluster's account
+// are the owner's account already: nothing to check. A message INSERT or
+// UPDATE that reads other tables (INSERT ... SELECT, a subquery) is
+// refused: the owner would read them with its account.
 func (ss *Session) checkOwnerGrants(db string, route querypath.Route, sql string) (handled bool, err error) {
 	if route.Kind != querypath.KindSequence && route.Kind != querypath.KindStream &&
 		querypath.ReadsOtherTables(sql, ss.status&wire.StatusNoBackslashEscapes != 0) {
