@@ -199,7 +199,13 @@ func (o *ownerStack) stopOwner(sig syscall.Signal) {
 // session opens one gateway session on gateway i.
 func (o *ownerStack) session(t *testing.T, i int) *sql.DB {
 	t.Helper()
-	db := open(t, fmt.Sprintf("%s:%s@tcp(%s)/%s?interpolateParams=true", appUser, appPass, o.gateways[i], ownerDB))
+	return o.openSession(t, i, "?interpolateParams=true")
+}
+
+// openSession opens one session on gateway i with DSN parameters params.
+func (o *ownerStack) openSession(t *testing.T, i int, params string) *sql.DB {
+	t.Helper()
+	db := open(t, fmt.Sprintf("%s:%s@tcp(%s)/%s%s", appUser, appPass, o.gateways[i], ownerDB, params))
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
 	return db

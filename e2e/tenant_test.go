@@ -301,20 +301,64 @@ func TestOwnerEnforcesUserGrants(t *testing.T) {
 	if _, err := alice.Exec("INSERT INTO og_a.msgs (id, body) VALUES (7, 'hello')"); err != nil {
 		t.Errorf("alice inserts into her own messages: %v", err)
 	}
-	// Inside a transaction (the session holds its connection) the checks
-	// run on that connection.
+	grantsInTransaction(t, alice, denied, "")
+	preparedOwnerGrants(t, st, denied)
+}
+
+// grantsInTransaction: inside a transaction (the session holds its
+// connection) the owner grant checks run on that connection. With
+// prepared set, the statements go as prepared ones (db must use the
+// binary protocol).
+func grantsInTransaction(t *testing.T, db *sql.DB, denied func(string, error), prepared string) {
+	t.Helper()
 	ctx := context.Background()
-	conn, err := alice.Conn(ctx)
+	conn, err := db.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	mustExecConn(t, ctx, conn, "BEGIN", "INSERT INTO og_a.secrets VALUES (2, 'in a transaction')")
-	if err := conn.QueryRowContext(ctx, "SELECT NEXT VALUE FROM og_a.seq").Scan(&v); err != nil {
-		t.Errorf("alice's own sequence inside a transaction: %v", err)
+	next := func(seq string) error {
+		if prepared != "" {
+			return conn.QueryRowContext(ctx, "SELECT NEXT ? VALUES FROM "+seq, 5).Scan(new(int64))
+		}
+		return conn.QueryRowContext(ctx, "SELECT NEXT 5 VALUES FROM "+seq).Scan(new(int64))
 	}
-	denied("alice burns bob's sequence inside a transaction", conn.QueryRowContext(ctx, "SELECT NEXT 5 VALUES FROM og_b.seq").Scan(&v))
+	mustExecConn(t, ctx, conn, "BEGIN", "INSERT INTO og_a.secrets VALUES (2, 'in a transaction')")
+	if err := next("og_a.seq"); err != nil {
+		t.Errorf("alice's own sequence inside a transaction%s: %v", prepared, err)
+	}
+	denied("alice burns bob's sequence inside a transaction"+prepared, next("og_b.seq"))
 	mustExecConn(t, ctx, conn, "ROLLBACK")
+}
+
+// preparedOwnerGrants: the checks of TestOwnerEnforcesUserGrants hold for
+// prepared statements (the binary protocol) too, with the same errors.
+func preparedOwnerGrants(t *testing.T, st *ownerStack, denied func(string, error)) {
+	t.Helper()
+	alice := open(t, fmt.Sprintf("alice:a@tcp(%s)/og_a", st.gateways[0]))
+	_, err := alice.Prepare("SELECT NEXT VALUE FROM og_b.seq")
+	denied("alice prepares NEXT VALUE of bob's sequence", err)
+	denied("alice burns bob's sequence, prepared", alice.QueryRow("SELECT NEXT ? VALUES FROM og_b.seq", 1000).Scan(new(int64)))
+	_, err = alice.Prepare("STREAM * FROM og_b.msgs")
+	denied("alice prepares a STREAM of bob's messages", err)
+	_, err = alice.Exec("INSERT INTO og_b.msgs (id, body) VALUES (?, ?)", 2, "from alice")
+	denied("alice inserts into bob's messages, prepared", err)
+	_, err = alice.Exec("UPDATE og_b.msgs SET time_acked = ? WHERE id IN (?)", 1, 1)
+	denied("alice acks bob's messages, prepared", err)
+	var v int64
+	if err := alice.QueryRow("SELECT NEXT ? VALUES FROM seq", 2).Scan(&v); err != nil {
+		t.Errorf("alice's own sequence, prepared: %v", err)
+	}
+	if _, err := alice.Exec("INSERT INTO og_a.msgs (id, body) VALUES (?, ?)", 8, "prepared hello"); err != nil {
+		t.Errorf("alice inserts into her own messages, prepared: %v", err)
+	}
+	// INSERT ... SELECT into a message table: refused as the text form is.
+	_, err = alice.Exec("INSERT INTO og_a.msgs (id, body) SELECT id + ?, secret FROM og_a.secrets", 100)
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 1235 {
+		t.Errorf("alice: prepared INSERT ... SELECT into her messages: %v, want error 1235", err)
+	}
+	grantsInTransaction(t, alice, denied, ", prepared")
 }
 
 // TestGatewayIDsInStatements: CONNECTION_ID() inside larger statements and

@@ -216,7 +216,10 @@ func (f *Forwarder) acquire(db string) (*pools.Lease[*conn], error) {
 // Forward sends command p to the owner with default database db and
 // relays the answer to client through relay. A connection that fails, or
 // whose answer was cut short, is closed; the result's Packets tells
-// whether anything reached the client.
+// whether anything reached the client. A COM_STMT_PREPARE (kind
+// ResponsePrepare) only asks the owner to describe the statement: the
+// statement is closed on the owner at once (Result.StmtID is the
+// owner's id), and the gateway runs it as a query.
 func (f *Forwarder) Forward(relay *wire.Relay, client *wire.Conn, db string, p []byte, kind wire.ResponseKind) (wire.Result, error) {
 	l, err := f.acquire(db)
 	if err != nil {
@@ -236,6 +239,13 @@ func (f *Forwarder) Forward(relay *wire.Relay, client *wire.Conn, db string, p [
 			return res, err
 		}
 		return res, &OwnerError{Cluster: f.cfg.Cluster, Addr: f.cfg.Addr, Err: err}
+	}
+	if kind == wire.ResponsePrepare && res.Err == nil {
+		if err := c.SendNoReply(wire.AppendStmtCommand(nil, wire.ComStmtClose, res.StmtID)); err != nil {
+			// The client has its answer; only the connection is lost.
+			l.Destroy()
+			return res, nil
+		}
 	}
 	l.Release()
 	return res, nil

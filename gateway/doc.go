@@ -38,4 +38,10 @@
 // per connection and replayed where it differs; what the client's own
 // statement closes (KILL, COMMIT RELEASE, 1153) is never taken for a
 // backend failure.
+//
+// Sequence and message statements go to the cluster's owner (owner.go,
+// ownergrants.go), which speaks only the text protocol for statements:
+// prepared ones run as their text with the parameters written in as
+// literals, and the owner's text rows reach the client as binary rows
+// (ownerstmt.go, bindparams.go).
 package gateway

@@ -85,23 +85,23 @@ func ownerProbes(route querypath.Route, table string) []string {
 }
 
 // checkOwnerGrants answers, when the session's user may not do what the
-// owner statement route (of sql) does, with the backend's refusal, and
-// reports handled. Users on the cluster's account are the owner's account
-// already: nothing to check. A message INSERT or UPDATE that reads other
-// tables (INSERT ... SELECT, a subquery) is refused: the owner would read
-// them with its account.
-func (ss *Session) checkOwnerGrants(route querypath.Route, sql string) (handled bool, err error) {
+// owner statement route (of sql, run in database db) does, with the
+// backend's refusal, and reports handled. Users on the cluster's account
+// are the owner's account already: nothing to check. A message INSERT or
+// UPDATE that reads other tables (INSERT ... SELECT, a subquery) is
+// refused: the owner would read them with its account.
+func (ss *Session) checkOwnerGrants(db string, route querypath.Route, sql string) (handled bool, err error) {
 	if route.Kind != querypath.KindSequence && route.Kind != querypath.KindStream &&
 		querypath.ReadsOtherTables(sql, ss.status&wire.StatusNoBackslashEscapes != 0) {
 		return true, ss.writeErr(wire.NewError(mysqlserver.ErNotSupportedYet, "42000",
 			"This version of the gateway doesn't yet support INSERT ... SELECT or subqueries into a message table: the owner runs them; insert the values themselves"))
 	}
-	if ss.user.BackendUser == "" || route.Table == "" || ss.db == "" && !strings.Contains(route.Table, ".") {
+	if ss.user.BackendUser == "" || route.Table == "" || db == "" && !strings.Contains(route.Table, ".") {
 		// The cluster's account, or no database to name the table in
 		// (the owner answers 1046 No database selected).
 		return false, nil
 	}
-	table := ss.ownerName(route.Table)
+	table := ownerName(db, route.Table)
 	now := time.Now()
 	var todo []string
 	for _, probe := range ownerProbes(route, table) {

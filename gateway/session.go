@@ -433,19 +433,8 @@ func (ss *Session) comQuery(p []byte) error {
 			return err
 		}
 	}
-	switch or, ai := ss.routeOwner(route); or {
-	case ownerForward:
-		if handled, err := ss.checkOwnerGrants(route, sql); handled {
-			return err
-		}
-		return ss.forwardOwner(p)
-	case ownerStream:
-		if handled, err := ss.checkOwnerGrants(route, sql); handled {
-			return err
-		}
-		return ss.streamOwner(p)
-	case ownerAutoIncrement:
-		return ss.autoIncrementInsert(sql, route, ai)
+	if or, ai := ss.routeOwner(ss.db, route); or != ownerNone {
+		return ss.runOwner(ss.db, sql, p, route, or, ai, func() error { return ss.run(p, route, wire.ResponseQuery) })
 	}
 	if route.Kind == querypath.KindUse && !route.MultiStatement {
 		if db, t, ok := splitTarget(route.Database); ok {

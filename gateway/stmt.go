@@ -221,8 +221,8 @@ func (ss *Session) comStmtPrepare(p []byte) error {
 			p = append([]byte{wire.ComStmtPrepare}, out...)
 		}
 	}
-	if or, _ := ss.routeOwner(route); or == ownerStream || or == ownerForward && route.Kind == querypath.KindSequence {
-		return ss.writeErr(wire.NewError(1295, "HY000", "This command is not supported in the prepared statement protocol yet: send SELECT NEXT ... VALUES and STREAM as text queries"))
+	if or, _ := ss.routeOwner(ss.db, route); or == ownerStream || or == ownerForward && route.Kind == querypath.KindSequence {
+		return ss.prepareOwner(sql, route, p)
 	}
 	// Prepared where the statement will run: a read may be prepared on a
 	// replica (the metadata is the same).
@@ -317,27 +317,49 @@ func (ss *Session) comStmtExecute(p []byte) error {
 		return ss.writeErr(wire.NewError(mysqlserver.ErNetPacketTooLarge, "08S01", "Parameter data sent with COM_STMT_SEND_LONG_DATA is larger than max_allowed_packet (%d)", ss.srv.cfg.MaxAllowedPacket))
 	}
 	flags := wire.ExecuteFlags(p)
-	// Remember the parameter types when the client sends them; send them
-	// on every execute.
-	if n := int(st.params); n > 0 {
-		nb := (n + 7) / 8
-		if len(p) < 10+nb+1 {
-			return ss.writeErr(wire.NewError(mysqlserver.ErMalformedPacket, "08S01", "Malformed communication packet"))
-		}
-		if p[10+nb] == 1 {
-			if len(p) < 11+nb+2*n {
-				return ss.writeErr(wire.NewError(mysqlserver.ErMalformedPacket, "08S01", "Malformed communication packet"))
-			}
-			st.types = append(st.types[:0], p[11+nb:11+nb+2*n]...)
-		} else if st.types != nil {
-			q := append(ss.execBuf[:0], p[:10+nb]...)
-			q = append(q, 1)
-			q = append(q, st.types...)
-			q = append(q, p[11+nb:]...)
-			ss.execBuf = q
-			p = q
-		}
+	p, ok := ss.withParamTypes(st, p)
+	if !ok {
+		return ss.writeErr(wire.NewError(mysqlserver.ErMalformedPacket, "08S01", "Malformed communication packet"))
 	}
+	if or, _ := ss.routeOwner(st.db, st.route); or != ownerNone {
+		return ss.executeOwner(st, p, flags)
+	}
+	return ss.executeBackend(st, p, flags)
+}
+
+// withParamTypes remembers the parameter types of execute packet p when
+// the client sends them, and puts the remembered ones into p when it
+// does not: they are sent on every execute, since the backend connection
+// may not have seen them. ok is false for a packet too short.
+func (ss *Session) withParamTypes(st *stmt, p []byte) (_ []byte, ok bool) {
+	n := int(st.params)
+	if n == 0 {
+		return p, true
+	}
+	nb := (n + 7) / 8
+	if len(p) < 10+nb+1 {
+		return p, false
+	}
+	if p[10+nb] == 1 {
+		if len(p) < 11+nb+2*n {
+			return p, false
+		}
+		st.types = append(st.types[:0], p[11+nb:11+nb+2*n]...)
+	} else if st.types != nil {
+		q := append(ss.execBuf[:0], p[:10+nb]...)
+		q = append(q, 1)
+		q = append(q, st.types...)
+		q = append(q, p[11+nb:]...)
+		ss.execBuf = q
+		p = q
+	}
+	return p, true
+}
+
+// executeBackend runs the prepared statement st (execute packet p, with
+// its cursor flags) on a backend connection, preparing it there when
+// needed.
+func (ss *Session) executeBackend(st *stmt, p []byte, flags byte) error {
 	route := st.route
 	if flags&0x0f != 0 {
 		route.Kind = querypath.KindOther // a cursor pins: not on a replica

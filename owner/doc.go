@@ -12,11 +12,23 @@
 // owner checks tables, not databases). Results use classic EOF packets:
 // the owner never offers CLIENT_DEPRECATE_EOF, as gateways expect of a
 // backend, and the gateway's relay converts for its own clients. Commands:
-// COM_QUERY, COM_INIT_DB, COM_PING, COM_QUIT, COM_RESET_CONNECTION (back
-// to the login database) and COM_SET_OPTION (answered with EOF, like
-// MariaDB); anything else gets error 1047 (08S01). One statement per
+// COM_QUERY, COM_STMT_PREPARE and COM_STMT_CLOSE (below), COM_INIT_DB,
+// COM_PING, COM_QUIT, COM_RESET_CONNECTION (back to the login database)
+// and COM_SET_OPTION (answered with EOF, like MariaDB); anything else,
+// COM_STMT_EXECUTE included, gets error 1047 (08S01). One statement per
 // query; table names may be qualified or not (then the default database
 // applies) and match case-insensitively.
+//
+// COM_STMT_PREPARE of any statement below describes it as MariaDB
+// describes a statement it prepares: the number of its ? placeholders
+// (each defined as MariaDB defines one: "?", binary, type NULL) and the
+// columns its query returns (nextval; a STREAM's columns; none for
+// INSERT and ack), or the error its query would get for an unknown table
+// or an unsupported statement. n of NEXT n VALUES may be a placeholder
+// there. The owner keeps nothing, and COM_STMT_CLOSE has no answer:
+// gateways run prepared owner statements as queries with the parameters
+// written in as literals, and turn the rows of the answer into binary
+// rows for their clients.
 //
 //   - SELECT NEXT n VALUES FROM seq, SELECT NEXT VALUE FROM|FOR seq: one
 //     column nextval (BIGINT, type 0x08, binary collation), one row: the

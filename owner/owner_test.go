@@ -582,11 +582,7 @@ func TestOwnerWireClient(t *testing.T) {
 	o := startOwner(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	bc, err := wire.Dial(ctx, o.Addr().String(), wire.DialOptions{User: backendUser, Password: backendPass})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bc.Close()
+	bc := dialOwner(ctx, t, o)
 	if bc.Caps&wire.CapDeprecateEOF != 0 {
 		t.Fatal("the owner must speak classic EOF")
 	}
@@ -610,7 +606,7 @@ func TestOwnerWireClient(t *testing.T) {
 	if err := bc.QueryRows("SELECT NEXT 2 VALUES FROM seq", func(row [][]byte) { v = append([]byte{}, row[0]...) }); err != nil || len(v) == 0 {
 		t.Fatalf("NEXT VALUES over wire: %q, %v", v, err)
 	}
-	_, err = bc.SimpleCommand([]byte{wire.ComStatistics})
+	_, err := bc.SimpleCommand([]byte{wire.ComStatistics})
 	var se *wire.SQLError
 	if !errors.As(err, &se) || se.Code != 1047 {
 		t.Fatalf("unknown command: %v", err)

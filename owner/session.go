@@ -57,7 +57,9 @@ type session struct {
 	loginDB string
 	rw      wire.ResultWriter
 	buf     []byte
-	busy    atomic.Bool
+	// stmtID numbers the statements COM_STMT_PREPARE described.
+	stmtID uint32
+	busy   atomic.Bool
 }
 
 // NewConn implements mysqlserver.Handler: the session of a gateway's
@@ -221,6 +223,10 @@ func (ss *session) dispatch(p []byte) error {
 		err = ss.c.WritePacket(ss.buf)
 	case wire.ComQuery:
 		end, err = ss.query(string(p[1:]))
+	case wire.ComStmtPrepare:
+		err = ss.prepare(string(p[1:]))
+	case wire.ComStmtClose:
+		return nil // nothing kept (prepare), no answer
 	default:
 		err = ss.writeErr(wire.NewError(mysqlserver.ErUnknownCom, "08S01", "Unknown command"))
 	}
@@ -239,11 +245,7 @@ func (ss *session) dispatch(p []byte) error {
 func (ss *session) query(q string) (end bool, err error) {
 	st := parseStatement(ss.o.parser, q)
 	if st.kind == stmtUnsupported {
-		shown := q
-		if len(shown) > 200 {
-			shown = shown[:200] + "..."
-		}
-		return false, ss.writeErr(wire.NewError(1235, "42000", "This version of the owner doesn't support: %s; send it to the gateway", shown))
+		return false, ss.writeErr(unsupported(q))
 	}
 	if st.err != nil {
 		return false, ss.writeErr(st.err)
@@ -253,11 +255,7 @@ func (ss *session) query(q string) (end bool, err error) {
 	if st.kind == stmtShowTables {
 		return false, ss.showTables(ctx)
 	}
-	want := kindMessage
-	if st.kind == stmtNext {
-		want = kindSequence
-	}
-	t, sqlErr := ss.resolve(ctx, st.table, want)
+	t, sqlErr := ss.resolve(ctx, st.table, wantedKind(st.kind))
 	if sqlErr != nil {
 		return false, ss.writeErr(sqlErr)
 	}
@@ -268,6 +266,22 @@ func (ss *session) query(q string) (end bool, err error) {
 		return false, ss.exec(ctx, t, st, q)
 	}
 	return true, ss.stream(t)
+}
+
+// unsupported is the answer to a statement the owner does not answer.
+func unsupported(q string) *wire.SQLError {
+	if len(q) > 200 {
+		q = q[:200] + "..."
+	}
+	return wire.NewError(1235, "42000", "This version of the owner doesn't support: %s; send it to the gateway", q)
+}
+
+// wantedKind is the kind of table a statement of kind k names.
+func wantedKind(k stmtKind) kind {
+	if k == stmtNext {
+		return kindSequence
+	}
+	return kindMessage
 }
 
 // resolve finds the owned table a statement names, with the session's

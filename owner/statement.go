@@ -45,6 +45,10 @@ type statement struct {
 	// err is set for a recognized statement that cannot run (NEXT 0
 	// VALUES): it is the answer.
 	err *wire.SQLError
+	// countParam is set when n of NEXT n VALUES is a placeholder (?):
+	// a prepared statement's parameter, which a query must not have
+	// (err says so).
+	countParam bool
 }
 
 // errBadCount is the answer to NEXT n VALUES with n < 1.
@@ -109,6 +113,7 @@ func parsedNext(n *sqlparser.Select) statement {
 		return statement{}
 	}
 	st := statement{kind: stmtNext, table: t}
+	_, st.countParam = nv.Expr.(*sqlparser.Argument)
 	lit, ok := nv.Expr.(*sqlparser.Literal)
 	if !ok || lit.Type != sqlparser.IntVal {
 		st.err = wire.NewError(1210, "HY000", "Incorrect arguments to NEXT VALUES: n must be an integer literal")

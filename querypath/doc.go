@@ -3,7 +3,10 @@
 // It is pure: SQL text goes in, a small [Route] value comes out. It performs
 // no I/O, keeps no global state and is safe for concurrent use. A
 // [Classifier] built by [New] holds the Vitess SQL parser; [Classifier.Classify]
-// is the only operation.
+// is its only operation. A few functions read statement text for the
+// gateway's rewrites with the same lexer: [BindParams] writes literals into
+// a prepared statement's placeholders, [RewriteGatewayIDs] and
+// [ReadsOtherTables] serve the gateway's own ids and the owner's checks.
 //
 // # How a statement is classified
 //

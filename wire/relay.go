@@ -131,6 +131,12 @@ type Relay struct {
 	// DATA LOCAL INFILE file from the client; past it the relay fails
 	// with a ClientError (the backend gets the end of the file first).
 	InfileTimeout time.Duration
+	// BinaryRows, when set, sends the rows of the backend's text-protocol
+	// result sets to the client in the binary-protocol row format, by the
+	// types of their column definitions: the answer to a COM_STMT_EXECUTE
+	// that was sent to a server without the binary protocol (the owner)
+	// as a text query. Rows are converted one at a time as they arrive.
+	BinaryRows bool
 	// scratch holds the small packets the relay builds itself, okBuf a
 	// rewritten OK packet; track and kept the session-state entries of a
 	// response and of one rewritten packet. All are reused across Runs.
@@ -138,6 +144,10 @@ type Relay struct {
 	okBuf   []byte
 	track   []byte
 	kept    []byte
+	// cols are the column types of the result set, rowBuf the converted
+	// row (BinaryRows).
+	cols   []colType
+	rowBuf []byte
 	// run is the state of the Run in progress.
 	run runState
 }

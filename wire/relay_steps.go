@@ -53,6 +53,7 @@ func (r *Relay) head(pk *packet) error {
 		rs.res.Rows = 0
 		rs.remaining = cnt
 		rs.step = stepColumns
+		r.cols = r.cols[:0]
 	default:
 		rs.step = stepDone
 	}
@@ -92,14 +93,22 @@ func (r *Relay) afterParams() {
 // definition takes one column or parameter definition.
 func (r *Relay) definition(pk *packet) error {
 	rs := &r.run
+	binaryCols := r.BinaryRows && rs.step == stepColumns
+	if binaryCols {
+		if err := r.binaryColumn(pk); err != nil {
+			return err
+		}
+	}
 	if err := r.forward(pk); err != nil {
 		return err
 	}
 	rs.remaining--
-	n, err := r.forwardBuffered(int(min(rs.remaining, math.MaxInt32)), false)
-	rs.remaining -= uint64(n)
-	if err != nil {
-		return err
+	if !binaryCols {
+		n, err := r.forwardBuffered(int(min(rs.remaining, math.MaxInt32)), false)
+		rs.remaining -= uint64(n)
+		if err != nil {
+			return err
+		}
 	}
 	if rs.remaining > 0 {
 		return nil
@@ -173,6 +182,9 @@ func (r *Relay) row(pk *packet) error {
 		return r.finish(pk, rs.kind != ResponseQuery)
 	}
 	rs.res.Rows++
+	if r.BinaryRows && rs.kind == ResponseQuery {
+		return r.binaryRow(pk)
+	}
 	if err := r.forward(pk); err != nil {
 		return err
 	}

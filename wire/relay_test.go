@@ -332,17 +332,11 @@ func TestRelayOverrideTxn(t *testing.T) {
 		if deprecate {
 			caps |= CapDeprecateEOF
 		}
-		var toClient bytes.Buffer
-		client := NewConn(&memConn{r: bytes.NewReader(nil), w: &toClient}, 4096, 4096)
-		backend := NewConn(&memConn{r: bytes.NewReader(in), w: io.Discard}, 4096, 4096)
-		client.SetSeq(1)
-		backend.SetSeq(1)
-		r := &Relay{ClientCaps: caps, OverrideTxn: true, TxnStatus: StatusInTrans}
-		res, err := r.Run(client, backend, ResponseQuery)
+		out, res, err := runRelay(&Relay{ClientCaps: caps, OverrideTxn: true, TxnStatus: StatusInTrans}, in, 4096)
 		if err != nil || res.Status != StatusInTrans {
 			t.Fatalf("deprecate %v: err %v status %#x", deprecate, err, res.Status)
 		}
-		_, payloads := splitPackets(t, toClient.Bytes())
+		_, payloads := splitPackets(t, out)
 		ok, good := ParseOK(payloads[0])
 		if !good || ok.Status != StatusInTrans|StatusMoreResults || ok.AffectedRows != 300 || ok.LastInsertID != 70000 || !bytes.HasSuffix(payloads[0], []byte("info")) {
 			t.Errorf("deprecate %v: OK rewritten to %+v", deprecate, ok)

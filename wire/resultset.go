@@ -216,6 +216,42 @@ func (w *ResultWriter) Columns(cols []Column) error {
 	if err := w.Conn.WritePacket(w.buf); err != nil {
 		return err
 	}
+	return w.definitions(cols)
+}
+
+// ParamColumn is the definition MariaDB sends for each parameter of a
+// prepared statement: named "?", binary, of type NULL.
+func ParamColumn() Column {
+	return Column{Name: "?", Charset: BinaryCollation, Type: TypeNull, Flags: FlagBinary, Computed: true}
+}
+
+// PrepareOK writes the answer to a COM_STMT_PREPARE: the OK packet with
+// statement id, then a ParamColumn per parameter and the definitions of
+// the result columns, each list (when not empty) ended by an EOF for a
+// classic client.
+func (w *ResultWriter) PrepareOK(id uint32, params uint16, cols []Column) error {
+	w.buf = AppendPrepareOK(w.buf[:0], id, uint16(len(cols)), params, 0)
+	if err := w.Conn.WritePacket(w.buf); err != nil {
+		return err
+	}
+	if params > 0 {
+		defs := make([]Column, params)
+		for i := range defs {
+			defs[i] = ParamColumn()
+		}
+		if err := w.definitions(defs); err != nil {
+			return err
+		}
+	}
+	if len(cols) == 0 {
+		return nil
+	}
+	return w.definitions(cols)
+}
+
+// definitions writes one definition per column and, for a classic
+// client, the EOF that ends them.
+func (w *ResultWriter) definitions(cols []Column) error {
 	for _, c := range cols {
 		w.buf = AppendColumnDef(w.buf[:0], c)
 		if err := w.Conn.WritePacket(w.buf); err != nil {

@@ -166,3 +166,48 @@ func BenchmarkResultWriterOneRow(b *testing.B) {
 		_ = c.Flush()
 	}
 }
+
+// writePrepareOK is what ResultWriter.PrepareOK writes for a client with
+// caps.
+func writePrepareOK(t *testing.T, caps uint32, params uint16, cols []Column) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	c := NewConn(&memConn{r: strings.NewReader(""), w: &out}, 4096, 4096)
+	c.SetSeq(1)
+	w := &ResultWriter{Conn: c, Caps: caps, Status: StatusAutocommit}
+	if err := w.PrepareOK(7, params, cols); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// TestPrepareOK: parameter definitions are MariaDB's own bytes (read
+// from MariaDB 10.11 for SELECT ?), and the relay reads the answer as a
+// COM_STMT_PREPARE answer, converting it for CLIENT_DEPRECATE_EOF clients
+// to what the writer makes for them.
+func TestPrepareOK(t *testing.T) {
+	mariadbParam := []byte{0x03, 'd', 'e', 'f', 0, 0, 0, 1, '?', 0, 0x0c, 0x3f, 0, 0, 0, 0, 0, 0x06, 0x80, 0, 0, 0, 0}
+	if got := AppendColumnDef(nil, ParamColumn()); !bytes.Equal(got, mariadbParam) {
+		t.Fatalf("parameter definition % x, want % x", got, mariadbParam)
+	}
+	for _, tc := range []struct {
+		params uint16
+		cols   []Column
+	}{{0, nil}, {2, nil}, {0, testCols}, {1, testCols}} {
+		classic := writePrepareOK(t, CapProtocol41, tc.params, tc.cols)
+		_, payloads := splitPackets(t, classic)
+		if want := 1 + int(tc.params) + len(tc.cols) + min(int(tc.params), 1) + min(len(tc.cols), 1); len(payloads) != want {
+			t.Fatalf("%d params, %d columns: %d packets, want %d", tc.params, len(tc.cols), len(payloads), want)
+		}
+		out, res, _, err := relayOnce(t, CapProtocol41|CapDeprecateEOF, ResponsePrepare, classic, nil)
+		if err != nil || res.StmtID != 7 || res.Params != tc.params || int(res.Columns) != len(tc.cols) {
+			t.Fatalf("relayed: %+v %v", res, err)
+		}
+		if want := writePrepareOK(t, CapProtocol41|CapDeprecateEOF, tc.params, tc.cols); !bytes.Equal(out, want) {
+			t.Fatalf("%d params, %d columns: relay and writer disagree on the CLIENT_DEPRECATE_EOF form", tc.params, len(tc.cols))
+		}
+	}
+}

@@ -473,7 +473,8 @@ main() {
 	  Gateway HTTP:             http://$GATEWAY_HTTP/healthz  (and /debug/health, /debug/pins)
 	  Owner (sequences, messages) on $OWNER_LISTEN, log in .local/owner.log:
 	    SELECT NEXT 5 VALUES FROM order_seq;   INSERT INTO orders (item) VALUES ('pear');
-	    INSERT INTO events (id, message) VALUES (1, 'hello');   STREAM * FROM events;  (in another session)
+	    INSERT INTO events (id, message) VALUES (1, 'hello');
+	    STREAM * FROM events;  (in another session, started with mariadb --quick: without it the client waits for the end of the result)
 	    UPDATE events SET time_acked = 1, time_next = NULL WHERE id IN (1);
 	  Config:                   .local/gateway.yaml
 	  Ctrl-C stops the gateway, then the replica, then the primary.
