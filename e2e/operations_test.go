@@ -91,11 +91,15 @@ func TestShowGateway(t *testing.T) {
 		t.Fatalf("SHOW GATEWAY POOLS: %v", rows)
 	}
 	mustExec(t, db, "SET @pin = 1")
-	_, rows = query("show gateway sessions")
+	// The session books its pin right after the OK reached the client:
+	// look again for a moment.
 	found := false
-	for _, r := range rows {
-		if r[1] == appUser && strings.Contains(r[5], "user_var") && r[6] == shared.db.Addr() {
-			found = true
+	for deadline := time.Now().Add(2 * time.Second); !found && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		_, rows = query("show gateway sessions")
+		for _, r := range rows {
+			if r[1] == appUser && strings.Contains(r[5], "user_var") && r[6] == shared.db.Addr() {
+				found = true
+			}
 		}
 	}
 	if !found {
