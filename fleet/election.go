@@ -226,25 +226,22 @@ func (c *Candidate) hold(ctx context.Context, el *concurrency.Election) error {
 	cli := c.e.c.etcd
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	var wch clientv3.WatchChan
+	watch := func() clientv3.WatchChan { return cli.Watch(wctx, el.Key(), clientv3.WithRev(el.Rev()+1)) }
+	wch := watch()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
-		if wch == nil {
-			// Set up again after a broken watch; the fence covers the gap.
-			wch = cli.Watch(wctx, el.Key(), clientv3.WithRev(el.Rev()+1))
-		}
 		left := c.fence.expiry().Sub(c.fence.now())
 		if left <= 0 {
 			return errors.New("the lease was not renewed in time (etcd out of reach or slow)")
 		}
-		timer.Reset(left)
+		timer.Reset(min(left, time.Second))
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		case wr, ok := <-wch:
 			if !ok || wr.Err() != nil {
-				wch = nil
+				wch = nil // set up again at the next tick; the fence covers the gap
 				continue
 			}
 			for _, ev := range wr.Events {
@@ -253,6 +250,9 @@ func (c *Candidate) hold(ctx context.Context, el *concurrency.Election) error {
 				}
 			}
 		case <-timer.C:
+			if wch == nil {
+				wch = watch()
+			}
 		}
 	}
 }
