@@ -254,7 +254,9 @@ type cluster struct {
 	columns map[string][]string
 }
 
-func newCluster(cfg config.Cluster, log hclog.Logger, refresh time.Duration) (*cluster, error) {
+// newCluster builds a cluster; leader, when not nil, is where its owner
+// is (owners elected in etcd, no owner address).
+func newCluster(cfg config.Cluster, log hclog.Logger, refresh time.Duration, leader forward.Leader) (*cluster, error) {
 	c := &cluster{name: cfg.Name, log: log}
 	c.conf.Store(&cfg)
 	bt, err := loadBackendTLS(cfg)
@@ -269,9 +271,13 @@ func newCluster(cfg config.Cluster, log hclog.Logger, refresh time.Duration) (*c
 		c.close()
 		return nil, err
 	}
-	if cfg.Owner != "" {
+	if cfg.Owner != "" || leader != nil {
+		wait := *cfg.FailoverBuffer // owner statements wait for a leader as writes for a primary
+		if wait == 0 {
+			wait = -1 // no wait
+		}
 		fwd, err := forward.New(forward.Config{
-			Cluster: cfg.Name, Addr: cfg.Owner,
+			Cluster: cfg.Name, Addr: cfg.Owner, Leader: leader, LeaderWait: wait,
 			User: cfg.BackendUser, Password: cfg.BackendPassword,
 			PoolSize: cfg.OwnerPoolSize, Timeout: cfg.OwnerTimeout, Refresh: refresh,
 			Sequences: cfg.OwnerTables.Sequences, Messages: cfg.OwnerTables.Messages,
