@@ -16,6 +16,8 @@ import (
 
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/fleet"
+	"github.com/directgate/directgate/forward"
+	"github.com/directgate/directgate/gateway"
 )
 
 // topologyWait bounds how long a gateway or owner starting with
@@ -41,6 +43,15 @@ func fleetTopology(base *config.Config, log hclog.Logger) (*fleet.Client, *confi
 	}
 	log.Info("topology loaded from etcd", "revision", rev, "clusters", len(cfg.Clusters), "users", len(cfg.Users))
 	return fc, cfg, doc, rev, nil
+}
+
+// ownerLeaders makes the gateway's clusters without an owner address
+// forward to the leader of their owners' election, observed until ctx
+// ends.
+func ownerLeaders(ctx context.Context, fc *fleet.Client) gateway.Option {
+	return gateway.WithOwnerLeaders(func(cluster string) forward.Leader {
+		return fc.Election(fleet.RoleOwners, cluster).Observe(ctx)
+	})
 }
 
 // memberID names this process in the fleet: host-pid-port.
