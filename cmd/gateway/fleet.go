@@ -25,8 +25,12 @@ import (
 const topologyWait = time.Minute
 
 // fleetTopology connects to the fleet's etcd and merges its topology into
-// base (the file), for a process starting with topology.etcd.
+// base (the file), for a process starting with topology.etcd. Without
+// it, it returns base and no client.
 func fleetTopology(base *config.Config, log hclog.Logger) (*fleet.Client, *config.Config, []byte, int64, error) {
+	if !base.FromEtcd() {
+		return nil, base, nil, 0, nil
+	}
 	if base.FileTopologyIgnored {
 		log.Warn("topology.etcd is set: the file's clusters and users are ignored; the topology comes from etcd")
 	}

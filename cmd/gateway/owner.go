@@ -60,13 +60,11 @@ func runOwner(args []string, stderr io.Writer) error {
 	log := newLogger(cfg.Log, stderr).ResetNamed("owner")
 	vtlog.SwapLogger(newSlogBridge(log.Named("vitess")))
 
-	var fc *fleet.Client
-	var topoDoc []byte
-	var topoRev int64
-	if base.FromEtcd() {
-		if fc, cfg, topoDoc, topoRev, err = fleetTopology(base, log); err != nil {
-			return err
-		}
+	fc, cfg, topoDoc, topoRev, err := fleetTopology(base, log)
+	if err != nil {
+		return err
+	}
+	if fc != nil {
 		defer fc.Close()
 	}
 	if *cluster == "" {
