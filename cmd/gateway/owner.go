@@ -120,6 +120,7 @@ func runOwner(args []string, stderr io.Writer) error {
 			campaignCtx, cancel := context.WithCancel(fleetCtx)
 			candidate.Campaign(campaignCtx)
 			go followRole(campaignCtx, candidate, agent)
+			leaders := fc.Election(fleet.RoleOwners, *cluster).Observe(fleetCtx)
 			stopCampaign = func() {
 				cancel()
 				select {
@@ -127,6 +128,7 @@ func runOwner(args []string, stderr io.Writer) error {
 				case <-time.After(5 * time.Second):
 					log.Warn("resigning the leadership took more than 5s; the lease will expire by itself")
 				}
+				awaitHandOver(leaders, *advertise)
 			}
 		}
 	}
@@ -191,6 +193,37 @@ func checkAdvertise(addr string) error {
 		return fmt.Errorf("owner: the address to advertise to gateways, %q: %v; give --advertise HOST:PORT", addr, err)
 	}
 	return nil
+}
+
+// Hand-over bounds: how long a resigning owner waits for the election to
+// name another leader, and then for gateways to move to it.
+const (
+	handOverWait  = 3 * time.Second
+	handOverGrace = 250 * time.Millisecond
+)
+
+// awaitHandOver waits, after a resignation, until the election no longer
+// names self, plus a grace for gateways to move their pools: until then
+// statements get the standby's 1290 and go to the new leader, whereas a
+// statement sent on a connection the drain closes may have run and is
+// not sent again.
+func awaitHandOver(leaders *fleet.Observer, self string) {
+	deadline := time.After(handOverWait)
+	for {
+		leader, changed := leaders.Leader()
+		if leader != self {
+			select {
+			case <-time.After(handOverGrace):
+			case <-deadline:
+			}
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			return
+		}
+	}
 }
 
 // followRole keeps the owner's fleet record's role ("leader" or
