@@ -165,6 +165,8 @@ type Forwarder struct {
 	// cur is read without a lock; moveMu serializes moves.
 	cur    atomic.Pointer[target]
 	moveMu sync.Mutex
+	// refreshNow asks for the table list now (a new leader).
+	refreshNow chan struct{}
 }
 
 // New builds a Forwarder and starts refreshing the owner's table list
@@ -186,7 +188,7 @@ func New(cfg Config) (*Forwarder, error) {
 	if cfg.LeaderWait == 0 {
 		cfg.LeaderWait = 5 * time.Second
 	}
-	f := &Forwarder{cfg: cfg, log: cfg.Logger, static: map[string]Kind{}, group: safego.New(cfg.Logger)}
+	f := &Forwarder{cfg: cfg, log: cfg.Logger, static: map[string]Kind{}, group: safego.New(cfg.Logger), refreshNow: make(chan struct{}, 1)}
 	for _, t := range cfg.Sequences {
 		f.static[strings.ToLower(t)] = KindSequence
 	}
@@ -272,6 +274,10 @@ func (f *Forwarder) moveTo(addr string) {
 		f.log.Warn("no owner leads: owner statements wait for one", "previous", old.addr)
 	default:
 		f.log.Info("owner leader changed: forwarding to it", "from", old.addr, "to", addr)
+		select { // its table list, now rather than at the next tick
+		case f.refreshNow <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -615,7 +621,7 @@ func (f *Forwarder) refreshLoop() {
 	for {
 		if err := f.refresh(); err != nil {
 			if !warned {
-				f.log.Warn("cannot read the owner's tables; keeping the last known list", "owner", f.cfg.Addr, "error", err)
+				f.log.Warn("cannot read the owner's tables; keeping the last known list", "owner", f.Addr(), "error", err)
 				warned = true
 			}
 		} else {
@@ -625,6 +631,7 @@ func (f *Forwarder) refreshLoop() {
 		case <-f.ctx.Done():
 			return
 		case <-t.C:
+		case <-f.refreshNow:
 		}
 	}
 }
