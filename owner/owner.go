@@ -308,6 +308,7 @@ func (o *Owner) applySnapshot(snap *healthcheck.Snapshot) {
 			o.log.Error("cannot open the primary", "addr", addr, "error", err)
 			return
 		}
+		p.fenced = o.lead != nil
 		next = p
 	}
 	o.primGen++

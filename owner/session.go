@@ -330,11 +330,14 @@ func (ss *session) nextValues(ctx context.Context, t *table, n int64, term uint6
 		return ss.writeErr(ss.o.toSQLError(err, t, ""))
 	}
 	v, err := t.seq.nextValues(ctx, blockGen{primary: p.gen, term: term}, tableBlocks{p: p, t: t}, n)
+	if !ss.o.stillLeading(term) {
+		// Nothing goes out of a lapsed term, whatever became of the
+		// reservation (MariaDB may have ended a paused owner's
+		// transaction).
+		return ss.writeErr(ss.o.lostLeadershipError())
+	}
 	if err != nil {
 		return ss.statementFailed(p, t, err)
-	}
-	if !ss.o.stillLeading(term) {
-		return ss.writeErr(ss.o.lostLeadershipError())
 	}
 	cols := [1]wire.Column{nextvalColumn()}
 	if err := ss.rw.Columns(cols[:]); err != nil {
