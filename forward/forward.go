@@ -21,7 +21,10 @@
 // owner's address is the leader's and moves with it: the Forwarder opens
 // a new pool for the new leader and closes the old one, which closes its
 // idle connections at once, its busy ones when their statement ends, and
-// cuts the streams relayed from it. A statement that finds no leader, or
+// cuts the streams relayed from it. A statement in flight on the old
+// leader gets Config.Timeout to end; past it its connection is cut and
+// it fails (it may have run): an old leader that is paused or cut off
+// would otherwise hold it for as long as TCP lets it. A statement that finds no leader, or
 // one that cannot be reached or refuses it as a standby before anything
 // ran, waits for the leader to change (or tries again every 100 ms) for
 // up to Config.LeaderWait, then fails. What counts as "nothing ran":
@@ -147,8 +150,11 @@ type target struct {
 	addr string
 	// pool is nil while no owner is known (addr "").
 	pool *pools.Pool[*conn]
-	// moved is closed when the Forwarder stops sending to this target.
-	moved chan struct{}
+	// ctx ends (and moved is closed) when the Forwarder stops sending to
+	// this target.
+	ctx    context.Context
+	cancel context.CancelFunc
+	moved  <-chan struct{}
 }
 
 // Forwarder forwards statements to one cluster's owner. Its methods are
@@ -215,7 +221,9 @@ func New(cfg Config) (*Forwarder, error) {
 
 // newTarget builds the target of the owner at addr ("": none).
 func (f *Forwarder) newTarget(addr string) (*target, error) {
-	t := &target{addr: addr, moved: make(chan struct{})}
+	t := &target{addr: addr}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	t.moved = t.ctx.Done()
 	if addr == "" {
 		return t, nil
 	}
@@ -265,7 +273,7 @@ func (f *Forwarder) moveTo(addr string) {
 		return
 	}
 	f.cur.Store(t)
-	close(old.moved)
+	old.cancel()
 	if old.pool != nil {
 		old.pool.Close()
 	}
@@ -317,6 +325,30 @@ func (f *Forwarder) dial(ctx context.Context, addr string) (*conn, error) {
 		return nil, err
 	}
 	return &conn{BackendConn: bc}, nil
+}
+
+// errMovedBusy is a statement cut because the owner it was sent to no
+// longer leads and did not answer within Config.Timeout (it may be paused
+// or cut off: its connection would not fail by itself).
+var errMovedBusy = errors.New("the owner no longer leads and did not answer in time; the statement may have run")
+
+// bound gives a statement in flight on c, sent to t, Config.Timeout to
+// finish once the Forwarder moves away from t (then its connection
+// fails); the returned function ends the watch.
+func (f *Forwarder) bound(t *target, c *conn) (stop func() bool) {
+	if f.cfg.Leader == nil {
+		return func() bool { return true } // a fixed owner never moves
+	}
+	return context.AfterFunc(t.ctx, func() { _ = c.NetConn().SetDeadline(time.Now().Add(f.cfg.Timeout)) })
+}
+
+// sentError wraps err, the failure of a statement sent to t, for the
+// client: it may have run.
+func (f *Forwarder) sentError(t *target, err error) *OwnerError {
+	if t.ctx.Err() != nil && f.cfg.Leader != nil {
+		err = fmt.Errorf("%w: %w", errMovedBusy, err)
+	}
+	return f.ownerError(t.addr, err)
 }
 
 // ownerError wraps err, a failure to reach the owner at addr.
@@ -468,14 +500,16 @@ func (f *Forwarder) Forward(relay *wire.Relay, client *wire.Conn, db string, p [
 			}
 			return wire.Result{}, f.ownerError(t.addr, err)
 		}
+		stop := f.bound(t, c)
 		res, err := f.relay(relay, client, c, kind)
+		stop()
 		if err != nil {
 			l.Destroy()
 			var ce *wire.ClientError
 			if errors.As(err, &ce) {
 				return res, err
 			}
-			return res, f.ownerError(t.addr, err)
+			return res, f.sentError(t, err)
 		}
 		l.Release()
 		if res.Held {
@@ -577,12 +611,14 @@ func (f *Forwarder) NextValues(seq string, n int64) (int64, error) {
 		var first int64
 		got := false
 		var perr error
+		stop := f.bound(t, l.Conn())
 		err = l.Conn().QueryRows("SELECT NEXT "+strconv.FormatInt(n, 10)+" VALUES FROM "+quoteQualified(seq), func(row [][]byte) {
 			if len(row) == 1 && row[0] != nil {
 				first, perr = strconv.ParseInt(string(row[0]), 10, 64)
 				got = perr == nil
 			}
 		})
+		stop()
 		if err != nil {
 			var sqlErr *wire.SQLError
 			if errors.As(err, &sqlErr) {
@@ -593,7 +629,7 @@ func (f *Forwarder) NextValues(seq string, n int64) (int64, error) {
 				return 0, err
 			}
 			l.Destroy()
-			return 0, f.ownerError(t.addr, err)
+			return 0, f.sentError(t, err)
 		}
 		l.Release()
 		if !got {
@@ -639,8 +675,12 @@ func (f *Forwarder) refreshLoop() {
 // Refresh reads the owner's table list now.
 func (f *Forwarder) Refresh() error { return f.refresh() }
 
+// refreshTimeout bounds reading the owner's table list: an owner that
+// does not answer must not stop the refreshes.
+const refreshTimeout = 10 * time.Second
+
 func (f *Forwarder) refresh() error {
-	l, _, err := f.acquire(&attempt{f: f, noWait: true}, "")
+	l, t, err := f.acquire(&attempt{f: f, noWait: true}, "")
 	if err != nil {
 		return err
 	}
@@ -648,6 +688,9 @@ func (f *Forwarder) refresh() error {
 	for k, v := range f.static {
 		kinds[k] = v
 	}
+	nc := l.Conn().NetConn()
+	_ = nc.SetDeadline(time.Now().Add(refreshTimeout))
+	stop := f.bound(t, l.Conn())
 	err = l.Conn().QueryRows("SHOW OWNER TABLES", func(row [][]byte) {
 		if len(row) < 3 {
 			return
@@ -660,6 +703,8 @@ func (f *Forwarder) refresh() error {
 			kinds[name] = KindMessage
 		}
 	})
+	stop()
+	_ = nc.SetDeadline(time.Time{})
 	if err != nil {
 		var sqlErr *wire.SQLError
 		if errors.As(err, &sqlErr) {

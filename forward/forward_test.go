@@ -25,8 +25,9 @@ type fakeOwner struct {
 
 	standby atomic.Bool
 	// hangUp closes the connection after reading a statement, without
-	// answering: the statement may have run.
-	hangUp atomic.Bool
+	// answering: the statement may have run. hang never answers (a
+	// paused owner).
+	hangUp, hang atomic.Bool
 
 	mu    sync.Mutex
 	next  int64
@@ -134,6 +135,9 @@ func (o *fakeOwner) serve(nc net.Conn) {
 		}
 		switch {
 		case o.hangUp.Load():
+			return
+		case o.hang.Load():
+			_, _ = io.Copy(io.Discard, nc)
 			return
 		case o.standby.Load():
 			writeErr(standbyErr())
@@ -403,5 +407,28 @@ func TestForwardHoldsStandbyRefusal(t *testing.T) {
 	}
 	if got := a.statements(); len(got) < 2 {
 		t.Fatalf("a got %v: the refused statement at least once after the first", got)
+	}
+}
+
+// A statement in flight on a leader that stops answering (paused, cut
+// off) is cut Config.Timeout after the leadership moves: it fails, and is
+// not sent to the new leader (it may have run).
+func TestInFlightOnOldLeaderIsBounded(t *testing.T) {
+	a, b := startFakeOwner(t, 100), startFakeOwner(t, 200)
+	lead := newFakeLeader(a.addr)
+	f := newForwarder(t, Config{Leader: lead, Timeout: 300 * time.Millisecond})
+	a.hang.Store(true)
+	time.AfterFunc(200*time.Millisecond, func() { lead.set(b.addr) })
+	start := time.Now()
+	_, err := f.NextValues("db.seq", 1)
+	wantOwnerError(t, err, a.addr, "no longer leads and did not answer in time")
+	if d := time.Since(start); d < 450*time.Millisecond || d > 3*time.Second {
+		t.Fatalf("cut after %v, want about the move (200ms) plus the timeout (300ms)", d)
+	}
+	if got := b.statements(); len(got) != 0 {
+		t.Fatalf("b ran %v", got)
+	}
+	if v, err := f.NextValues("db.seq", 1); err != nil || v != 201 {
+		t.Fatalf("the next statement: %d, %v; want b's first value", v, err)
 	}
 }
