@@ -338,10 +338,10 @@ type failoverRound struct {
 }
 
 // failoverRounds starts two owners and 3 gateways × clients drawing NEXT
-// VALUE under prefix; then, twice, it ends the leader with end, waits for
-// the next one and for every gateway to serve values again, and restarts
-// the ended owner on its address as a standby. It returns the rounds and
-// the load, still running.
+// VALUE under prefix; then, twice, it ends the leader with end (a
+// signal), waits for the next one and for every gateway to serve values
+// again, waits for the old leader to exit and restarts it on its address
+// as a standby. It returns the rounds and the load, still running.
 func failoverRounds(t *testing.T, prefix string, clients int, end func(*ownerProc)) ([]failoverRound, *seqLoad) {
 	t.Helper()
 	owners, leader, gws, obs := startOwnerFleet(t, prefix)
@@ -361,6 +361,11 @@ func failoverRounds(t *testing.T, prefix string, clients int, end func(*ownerPro
 		_, failed := l.counts()
 		r.failed = failed - failedBefore
 		rounds = append(rounds, r)
+		select {
+		case <-leader.exited:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the owner at %s did not exit", leader.addr)
+		}
 		owners[slices.Index(owners, leader)] = startOwner(t, prefix, leader.addr)
 		leader = r.to
 	}
@@ -376,7 +381,11 @@ func failoverRounds(t *testing.T, prefix string, clients int, end func(*ownerPro
 // failover is logged and stays under 2 × the lease TTL.
 func TestOwnerFailoverSequences(t *testing.T) {
 	const clients, gateways = 8, 3
-	rounds, l := failoverRounds(t, "/fleet-owner-seq", clients, func(p *ownerProc) { p.kill(t) })
+	rounds, l := failoverRounds(t, "/fleet-owner-seq", clients, func(p *ownerProc) {
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	})
 	for i, r := range rounds {
 		t.Logf("failover %d: leader %s SIGKILLed after %d values; %s elected after %v; first value answered through %s; %d statements failed",
 			i+1, r.from.addr, r.values, r.to.addr, r.elected.Round(time.Millisecond), r.per, r.failed)
@@ -402,18 +411,13 @@ func TestOwnerSwitchoverSequences(t *testing.T) {
 		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case <-p.exited:
-		case <-time.After(30 * time.Second):
-			t.Fatal("the stopped owner did not exit")
-		}
-		if !strings.Contains(p.logs.String(), "stopped cleanly") {
-			t.Errorf("the stopped owner did not stop cleanly:\n%s", p.logs.String())
-		}
 	})
 	for i, r := range rounds {
-		t.Logf("switchover %d: leader %s got SIGTERM and exited; %s elected after %v; first value answered through %s",
+		t.Logf("switchover %d: leader %s got SIGTERM; %s elected after %v; first value answered through %s",
 			i+1, r.from.addr, r.to.addr, r.elected.Round(time.Millisecond), r.per)
+		if !strings.Contains(r.from.logs.String(), "stopped cleanly") {
+			t.Errorf("switchover %d: the old leader did not stop cleanly:\n%s", i+1, r.from.logs.String())
+		}
 		if r.worst > leaseTTL {
 			t.Errorf("switchover %d: %v without service, above the lease TTL (a resignation hands over at once)", i+1, r.worst.Round(time.Millisecond))
 		}
@@ -422,6 +426,90 @@ func TestOwnerSwitchoverSequences(t *testing.T) {
 	t.Logf("%d values through %d gateways × %d clients, all distinct and in order; %d statements failed", n, gateways, clients, len(errs))
 	if len(errs) > 0 {
 		t.Errorf("%d statements failed in 2 switchovers, e.g. %v", len(errs), errs[:min(len(errs), 3)])
+	}
+}
+
+// A leader that is paused (SIGSTOP: a GC pause, a frozen VM) past its
+// lease is fenced: the standby takes over, and once the old leader runs
+// again it hands out nothing from its old block (whose values are below
+// the new leader's): a statement that reached it during the pause gets
+// 1290; it steps down to standby. Under load: no value twice, all in
+// real-time order; the statements in flight on the paused leader fail
+// owner_timeout after the gateways moved (they may have run), no others.
+func TestOwnerPausedLeaderIsFenced(t *testing.T) {
+	const prefix = "/fleet-owner-pause"
+	owners, leader, gws, obs := startOwnerFleet(t, prefix)
+	l := startSeqLoad(t, gws, 8)
+	waitFor(t, "values through every gateway", func() bool { n, _ := l.counts(); return n > 2000 })
+
+	// A client straight to the leader (as a gateway logs in).
+	direct, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/%s?timeout=10s", backendUser, backendPass, leader.addr, ownerDB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	direct.SetMaxOpenConns(1)
+	var v0 int64
+	if err := direct.QueryRow("SELECT NEXT VALUE FROM seq").Scan(&v0); err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = leader.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	type answer struct {
+		v   int64
+		err error
+	}
+	late := make(chan answer, 1)
+	go func() {
+		var a answer
+		a.err = direct.QueryRow("SELECT NEXT VALUE FROM seq").Scan(&a.v)
+		late <- a
+	}()
+	next := waitLeader(t, obs, leader.addr, owners...)
+	worst, per := l.outage(t, at)
+	time.Sleep(time.Second) // the new leader serves for a while
+	pause := time.Since(at)
+	if err := leader.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	t.Logf("leader %s paused for %v; %s led, first value answered through %s", leader.addr, pause.Round(time.Millisecond), next.addr, per)
+	if worst > 2*leaseTTL {
+		t.Logf("more than 2 × the lease TTL without service: the pause caught the old leader inside a sequence reservation, whose row lock the new leader waited for")
+	}
+	select {
+	case a := <-late:
+		var me *mysql.MySQLError
+		if a.err == nil {
+			t.Fatalf("the paused leader handed out %d after its lease ran out (it handed out %d before)", a.v, v0)
+		}
+		if !errors.As(a.err, &me) || me.Number != 1290 {
+			t.Fatalf("the statement that reached the paused leader: %v, want error 1290", a.err)
+		}
+		t.Logf("the statement that reached the paused leader got: %v", a.err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the paused leader never answered")
+	}
+	waitFor(t, "the old leader to step down", func() bool { return strings.Contains(leader.logs.String(), "no longer leading") })
+	_, err = direct.Exec("SELECT NEXT VALUE FROM seq")
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 1290 || !strings.Contains(me.Message, "standby") {
+		t.Fatalf("the old leader after it resumed: %v, want 1290 as a standby", err)
+	}
+	time.Sleep(time.Second)
+	n, errs := l.check(t)
+	t.Logf("%d values through 3 gateways × 8 clients, all distinct and in order; %d statements failed (in flight on the paused leader), e.g. %v",
+		n, len(errs), errs[:min(len(errs), 1)])
+	if len(errs) > len(gws)*8 {
+		t.Errorf("%d statements failed: more than the %d that can be in flight, e.g. %v", len(errs), len(gws)*8, errs[:min(len(errs), 3)])
 	}
 }
 
