@@ -48,8 +48,10 @@ type Owner struct {
 	conf    atomic.Pointer[settings]
 	health  *healthcheck.Observer
 	// listen is where the owner listens: WithListen's address, else the
-	// cluster's owner address.
-	listen string
+	// cluster's owner address, which is then required (needAddr), in
+	// reloads too.
+	listen   string
+	needAddr bool
 	// lead is the owner's standing in its cluster's election; nil: the
 	// only owner, always serving.
 	lead Leadership
@@ -125,7 +127,8 @@ func New(cfg *config.Config, cluster string, log hclog.Logger, opts ...Option) (
 	for _, opt := range opts {
 		opt(o)
 	}
-	st, err := settingsFor(cfg, cluster, o.listen == "")
+	o.needAddr = o.listen == ""
+	st, err := settingsFor(cfg, cluster, o.needAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +240,7 @@ func (o *Owner) Serve() error {
 // The listen address and health settings keep their values until a
 // restart (a warning says so).
 func (o *Owner) Reload(cfg *config.Config) error {
-	st, err := settingsFor(cfg, o.cluster, false)
+	st, err := settingsFor(cfg, o.cluster, o.needAddr)
 	if err != nil {
 		return err
 	}
