@@ -409,8 +409,14 @@ func (f *Forwarder) acquire(a *attempt, db string) (*pools.Lease[*conn], *target
 			return l, t, nil
 		}
 		var oe *OwnerError
-		if !errors.As(err, &oe) || !f.unreachable(err) || !a.again(t) {
-			return nil, t, err // not an *OwnerError: the owner's answer to COM_INIT_DB
+		if !errors.As(err, &oe) {
+			return nil, t, err // the owner's answer to COM_INIT_DB
+		}
+		if !f.unreachable(err) || !a.again(t) {
+			if !a.deadline.IsZero() {
+				oe.Err = fmt.Errorf("%w (after waiting %v for a leader to take it)", oe.Err, f.cfg.LeaderWait)
+			}
+			return nil, t, err
 		}
 	}
 }
