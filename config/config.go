@@ -266,7 +266,8 @@ type Cluster struct {
 	// reads after a write to the primary without waiting.
 	CausalTimeout *time.Duration `yaml:"causal_timeout"`
 	// FailoverBuffer is how long a write waits for a primary to appear when
-	// none is known. Default 5s.
+	// none is known, and (owners elected in etcd) how long an owner
+	// statement waits for a leading owner to take it. Default 5s.
 	FailoverBuffer *time.Duration `yaml:"failover_buffer"`
 	// StickinessThreshold: a session keeps its replica while that
 	// replica's latency score is at most this many times the best score.
@@ -278,6 +279,9 @@ type Cluster struct {
 	// Owner is the address of the cluster's owner process (gateway owner):
 	// where it listens and where gateways forward sequence and message
 	// statements. Empty: no owner; those statements fail with an error.
+	// With topology.etcd, empty means owners in a standby group: they
+	// elect a leader in etcd (gateway owner --listen ADDR), and gateways
+	// forward to whichever leads, waiting up to failover_buffer for one.
 	Owner string `yaml:"owner"`
 	// OwnerTables lists sequence and message tables besides the ones the
 	// owner finds by table comment.
@@ -662,8 +666,8 @@ func (c *Config) Validate() error {
 			}
 		}
 		cl.BackendTLS.validate(k+".backend_tls", bad)
-		if len(cl.AutoIncrement) > 0 && cl.Owner == "" {
-			bad(k+".auto_increment", "needs an owner: set %s.owner", k)
+		if len(cl.AutoIncrement) > 0 && cl.Owner == "" && !c.FromEtcd() {
+			bad(k+".auto_increment", "needs an owner: set %s.owner (or elect owners with topology.etcd)", k)
 		}
 		p := cl.Pool
 		if p.Size < 1 {

@@ -70,12 +70,16 @@ func (c *Client) LoadTopology(ctx context.Context, base *config.Config) (*config
 	}
 }
 
-// StartAgent registers m and watches the topology from revision rev (the
-// one the gateway started with, doc its document) until ctx ends. When
-// target is also Budgeted, the agent keeps its pools within their share of
-// every fleet-wide connection cap (max_backend_connections).
+// StartAgent registers m (a gateway unless m.Kind says otherwise) and
+// watches the topology from revision rev (the one the process started
+// with, doc its document) until ctx ends. When target is also Budgeted,
+// the agent keeps its pools within their share of every fleet-wide
+// connection cap (max_backend_connections).
 func (c *Client) StartAgent(ctx context.Context, m Member, base *config.Config, doc []byte, rev int64, target Reloader) *Agent {
-	m.Kind, m.Revision = KindGateway, rev
+	if m.Kind == "" {
+		m.Kind = KindGateway
+	}
+	m.Revision = rev
 	a := &Agent{c: c, log: c.log, id: m.ID, target: target, base: base, doc: doc, docRev: rev, applied: rev, appliedAt: time.Now()}
 	if cfg, err := base.WithTopology(doc); err == nil {
 		for _, cl := range cfg.Clusters {
@@ -179,6 +183,10 @@ func (a *Agent) Status() Status {
 	}
 	return s
 }
+
+// UpdateMember changes the process's record (an owner's Role); etcd has
+// it within a tick.
+func (a *Agent) UpdateMember(f func(*Member)) { a.reg.Update(f) }
 
 // Done is closed when the agent's registration has ended after ctx.
 func (a *Agent) Done() <-chan struct{} { return a.reg.Done() }

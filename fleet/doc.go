@@ -8,6 +8,17 @@
 //	topology                  the topology document (YAML: clusters, users)
 //	members/gateway/<id>      a live gateway (JSON Member), bound to its lease
 //	members/owner/<id>        a live owner process, bound to its lease
+//	owners/<cluster>/election/<lease>
+//	                          a candidate to own the cluster (value: its
+//	                          address), bound to its lease; the oldest leads
+//
+// Elections (Election, Candidate, Observer) elect one leader per role and
+// cluster: the owner of a cluster today, the discovery prober later.
+// Candidates campaign with etcd's election recipe; observers (gateways)
+// follow who leads. A leader is Valid only while its lease is known to
+// hold, a margin (a quarter of the TTL) before etcd could expire it,
+// counting from each renewal's send; it steps down by itself when
+// renewals stop, before anyone else can be elected.
 //
 // etcd is the only consensus in the fleet; this package builds nothing of
 // its own on top of it but key layout and timing. It knows nothing of

@@ -262,8 +262,10 @@ type cluster struct {
 }
 
 // newCluster builds the cluster of cfg; fleet says its connection cap is
-// shared by a fleet of gateways (see cluster.fleetBudget).
-func newCluster(cfg config.Cluster, log hclog.Logger, refresh time.Duration, fleet bool) (*cluster, error) {
+// shared by a fleet of gateways (see cluster.fleetBudget); leader, when
+// not nil, is where its owner is (owners elected in etcd, no owner
+// address).
+func newCluster(cfg config.Cluster, log hclog.Logger, refresh time.Duration, fleet bool, leader forward.Leader) (*cluster, error) {
 	c := &cluster{name: cfg.Name, log: log, fleetBudget: fleet}
 	c.conf.Store(&cfg)
 	bt, err := loadBackendTLS(cfg)
@@ -278,9 +280,13 @@ func newCluster(cfg config.Cluster, log hclog.Logger, refresh time.Duration, fle
 		c.close()
 		return nil, err
 	}
-	if cfg.Owner != "" {
+	if cfg.Owner != "" || leader != nil {
+		wait := *cfg.FailoverBuffer // owner statements wait for a leader as writes for a primary
+		if wait == 0 {
+			wait = -1 // no wait
+		}
 		fwd, err := forward.New(forward.Config{
-			Cluster: cfg.Name, Addr: cfg.Owner,
+			Cluster: cfg.Name, Addr: cfg.Owner, Leader: leader, LeaderWait: wait,
 			User: cfg.BackendUser, Password: cfg.BackendPassword,
 			PoolSize: cfg.OwnerPoolSize, Timeout: cfg.OwnerTimeout, Refresh: refresh,
 			Sequences: cfg.OwnerTables.Sequences, Messages: cfg.OwnerTables.Messages,

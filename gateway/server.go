@@ -11,6 +11,7 @@ import (
 
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/fleet"
+	"github.com/directgate/directgate/forward"
 	"github.com/directgate/directgate/healthcheck"
 	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/internal/safego"
@@ -78,8 +79,26 @@ type Server struct {
 // to, as status reports it.
 func (s *Server) SetFleetStatus(status func() fleet.Status) { s.fleet.Store(&status) }
 
+// Option changes how New builds the server.
+type Option func(*options)
+
+type options struct {
+	ownerLeader func(cluster string) forward.Leader
+}
+
+// WithOwnerLeaders makes the clusters without an owner address forward
+// their owner statements to the leader of their owners' election, as
+// leader(cluster) follows it (topology.etcd: fleet.Election.Observe).
+func WithOwnerLeaders(leader func(cluster string) forward.Leader) Option {
+	return func(o *options) { o.ownerLeader = leader }
+}
+
 // New builds a server for cfg. It opens no sockets; pools start warming up.
-func New(cfg *config.Config, log hclog.Logger) (*Server, error) {
+func New(cfg *config.Config, log hclog.Logger, opts ...Option) (*Server, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	cl, err := querypath.New()
 	if err != nil {
 		return nil, err
@@ -117,7 +136,11 @@ func New(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	s.metrics = newMetrics(s)
 	s.setUsers(cfg.Users)
 	for _, c := range cfg.Clusters {
-		cl, err := newCluster(c, log.Named("cluster").With("cluster", c.Name), cfg.Health.Interval, cfg.FromEtcd())
+		var leader forward.Leader
+		if c.Owner == "" && o.ownerLeader != nil {
+			leader = o.ownerLeader(c.Name)
+		}
+		cl, err := newCluster(c, log.Named("cluster").With("cluster", c.Name), cfg.Health.Interval, cfg.FromEtcd(), leader)
 		if err != nil {
 			s.closeClusters()
 			return nil, fmt.Errorf("cluster %s: %w", c.Name, err)

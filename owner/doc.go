@@ -5,7 +5,8 @@
 //
 // # Serving gateways
 //
-// The owner listens on the cluster's owner address. Clients log in with
+// The owner listens on the cluster's owner address (or WithListen's,
+// gateway owner --listen). Clients log in with
 // the cluster's backend_user and backend_password (mysql_native_password;
 // caching_sha2_password fast auth is accepted too) and may name a default
 // database, changed later with COM_INIT_DB (any name is accepted: the
@@ -125,6 +126,37 @@
 // rewrite message inserts either. A purger deletes rows acked more than
 // vt_purge_after ago, 500 at a time, every poller interval (at least every
 // second), subscribers or not.
+//
+// # Standby groups
+//
+// Without WithLeadership the owner is the cluster's only owner and always
+// serves, as above. With it (gateway owner with topology.etcd and no
+// owner address: fleet.Candidate in the cluster's owner election) it is
+// one of a group: it serves only while it leads, in a term.
+//
+//   - A standby runs discovery and follows the primary like the leader
+//     (so it can take over at once), but refuses logins, after checking
+//     the password, and every statement with error 1290 (HY000) "The
+//     owner of cluster C at A is running as a standby so it cannot
+//     execute this statement; the leader is L". 1290 is what a read-only
+//     server answers a write: nothing ran, and a gateway that follows the
+//     election holds it back and sends the statement to the leader.
+//   - Fencing: a statement starts in the current term; a NEXT VALUES
+//     checks that the term is still Valid (its lease holds, with a
+//     margin) right before it writes the value. A term that lapsed in
+//     between answers 1290 "lost its leadership" instead: the value is a
+//     gap, never handed out. Sequence blocks are bound to the term as to
+//     the primary's generation (blockGen): a new term, even of the same
+//     process, reserves from the table first, after every block another
+//     leader committed, so values stay unique and strictly increasing
+//     across failovers.
+//   - Message queues poll, deliver and purge only while the owner leads;
+//     a delivery checks again before it postpones its batch and before it
+//     writes it. When a term ends every stream ends with 1290 "no longer
+//     the leader; STREAM again"; a new term empties the caches and polls.
+//     What the last leader sent unacked was postponed first, so it comes
+//     back after its ack wait; nothing is lost, delivery stays at least
+//     once.
 //
 // # Concurrency
 //

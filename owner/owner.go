@@ -47,6 +47,14 @@ type Owner struct {
 	parser  *sqlparser.Parser
 	conf    atomic.Pointer[settings]
 	health  *healthcheck.Observer
+	// listen is where the owner listens: WithListen's address, else the
+	// cluster's owner address, which is then required (needAddr), in
+	// reloads too.
+	listen   string
+	needAddr bool
+	// lead is the owner's standing in its cluster's election; nil: the
+	// only owner, always serving.
+	lead Leadership
 	// now and rnd are the clock and the backoff jitter source of the
 	// message queues.
 	now func() time.Time
@@ -83,12 +91,49 @@ type Owner struct {
 	discoverFail   bool // the last discovery failed (logged once)
 }
 
+// Leadership is an owner's standing in its cluster's election, when
+// owners run as a standby group (fleet.Candidate is one). The owner
+// serves sequences and messages only in a term that is Valid, checks it
+// again before it hands out any sequence value, refuses every statement
+// (and every login) as a standby, and ends its streams when a term ends.
+type Leadership interface {
+	// Term is the current leadership term, 0 while not leading. Terms
+	// differ from one leadership to the next.
+	Term() uint64
+	// Valid reports whether term is still current and its lease holds.
+	Valid(term uint64) bool
+	// Changed is closed when Term changes from or to 0.
+	Changed() <-chan struct{}
+	// Leader returns the leader's address as last observed ("" when none
+	// is known) and a channel closed when it changes.
+	Leader() (string, <-chan struct{})
+}
+
+// Option changes how New builds the owner.
+type Option func(*Owner)
+
+// WithListen makes the owner listen on addr (gateway owner --listen)
+// instead of the cluster's owner address, which may then be empty.
+func WithListen(addr string) Option { return func(o *Owner) { o.listen = addr } }
+
+// WithLeadership makes the owner one of a standby group: it serves only
+// while l says it leads.
+func WithLeadership(l Leadership) Option { return func(o *Owner) { o.lead = l } }
+
 // New builds the owner of the cluster named cluster in cfg (which must be
 // validated) and starts discovery of its primary. It opens no listener.
-func New(cfg *config.Config, cluster string, log hclog.Logger) (*Owner, error) {
-	st, err := settingsFor(cfg, cluster)
+func New(cfg *config.Config, cluster string, log hclog.Logger, opts ...Option) (*Owner, error) {
+	o := &Owner{}
+	for _, opt := range opts {
+		opt(o)
+	}
+	o.needAddr = o.listen == ""
+	st, err := settingsFor(cfg, cluster, o.needAddr)
 	if err != nil {
 		return nil, err
+	}
+	if o.listen == "" {
+		o.listen = st.cluster.Owner
 	}
 	if log == nil {
 		log = hclog.NewNullLogger()
@@ -97,13 +142,11 @@ func New(cfg *config.Config, cluster string, log hclog.Logger) (*Owner, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &Owner{
-		cluster: cluster, log: log, parser: parser,
-		now: time.Now, rnd: rand.Float64,
-		bgGroup: safego.New(log), done: make(chan struct{}), logins: mysqlserver.NewLoginThrottle(),
-		primChanged: make(chan struct{}), noPrimary: "discovery has not finished its first round",
-		discovered: make(chan struct{}), discoverReq: make(chan struct{}, 1),
-	}
+	o.cluster, o.log, o.parser = cluster, log, parser
+	o.now, o.rnd = time.Now, rand.Float64
+	o.bgGroup, o.done, o.logins = safego.New(log), make(chan struct{}), mysqlserver.NewLoginThrottle()
+	o.primChanged, o.noPrimary = make(chan struct{}), "discovery has not finished its first round"
+	o.discovered, o.discoverReq = make(chan struct{}), make(chan struct{}, 1)
 	o.front = mysqlserver.New(o, log)
 	o.conf.Store(st)
 	o.tables.Store(&tableSet{byKey: map[string]*table{}})
@@ -121,16 +164,20 @@ func New(cfg *config.Config, cluster string, log hclog.Logger) (*Owner, error) {
 	}
 	o.bgGroup.Go("owner primary watch", o.watchPrimary)
 	o.bgGroup.Go("owner table discovery", o.discoveryLoop)
+	if o.lead != nil {
+		o.bgGroup.Go("owner leadership watch", o.watchLeadership)
+	}
 	return o, nil
 }
 
-// settingsFor picks the cluster's settings out of cfg.
-func settingsFor(cfg *config.Config, cluster string) (*settings, error) {
+// settingsFor picks the cluster's settings out of cfg; needAddr: the
+// cluster must have an owner address.
+func settingsFor(cfg *config.Config, cluster string, needAddr bool) (*settings, error) {
 	var names []string
 	for _, c := range cfg.Clusters {
 		if c.Name == cluster {
-			if c.Owner == "" {
-				return nil, fmt.Errorf("owner: cluster %q has no owner address: set its owner key (host:port)", cluster)
+			if needAddr && c.Owner == "" {
+				return nil, fmt.Errorf("owner: cluster %q has no owner address: set its owner key (host:port), or give --listen (with topology.etcd, owners elect a leader and need no owner key)", cluster)
 			}
 			conf, preferred, err := c.BackendTLS.ClientConfig()
 			if err != nil {
@@ -164,10 +211,11 @@ func (o *Owner) backends() []healthcheck.Backend {
 	return list
 }
 
-// Listen opens the listener on the cluster's owner address. It is apart
-// from Serve so callers learn the address (port 0 in tests) first.
+// Listen opens the listener on the owner's address (WithListen's, else
+// the cluster's owner address). It is apart from Serve so callers learn
+// the address (port 0 in tests) first.
 func (o *Owner) Listen() error {
-	if err := o.front.Listen(o.conf.Load().cluster.Owner); err != nil {
+	if err := o.front.Listen(o.listen); err != nil {
 		return fmt.Errorf("owner: %w", err)
 	}
 	return nil
@@ -192,7 +240,7 @@ func (o *Owner) Serve() error {
 // The listen address and health settings keep their values until a
 // restart (a warning says so).
 func (o *Owner) Reload(cfg *config.Config) error {
-	st, err := settingsFor(cfg, o.cluster)
+	st, err := settingsFor(cfg, o.cluster, o.needAddr)
 	if err != nil {
 		return err
 	}
@@ -263,6 +311,7 @@ func (o *Owner) applySnapshot(snap *healthcheck.Snapshot) {
 			o.log.Error("cannot open the primary", "addr", addr, "error", err)
 			return
 		}
+		p.fenced = o.lead != nil
 		next = p
 	}
 	o.primGen++
@@ -446,6 +495,7 @@ func (o *Owner) applyTables(found []foundTable) {
 			} else {
 				name := f.Schema + "." + f.Name
 				t.queue = newQueue(name, f.opts, store, defs, o.log.Named("messages").With("table", name), o.now, o.rnd)
+				t.queue.active = o.active
 				t.queue.start()
 			}
 		}

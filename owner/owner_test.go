@@ -146,13 +146,13 @@ func startOwner(t *testing.T) *Owner {
 	return startOwnerWith(t, ownerYAML(backendUser))
 }
 
-func startOwnerWith(t *testing.T, yaml string) *Owner {
+func startOwnerWith(t *testing.T, yaml string, opts ...Option) *Owner {
 	t.Helper()
 	cfg, err := config.Parse([]byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := New(cfg, "main", testLogger())
+	o, err := New(cfg, "main", testLogger(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

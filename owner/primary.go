@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"database/sql"
 	"errors"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -29,6 +31,12 @@ type primary struct {
 	tls          *tls.Config
 	tlsPreferred bool
 	db           *sql.DB
+	// fenced: the owner is one of a standby group; its reservations
+	// limit how long MariaDB keeps their transaction open while the
+	// owner is silent (see reserveBlock). noIdleTimeout: the server does
+	// not know the setting (MySQL).
+	fenced        bool
+	noIdleTimeout atomic.Bool
 
 	mu     sync.Mutex
 	byDB   map[string]*sql.DB
@@ -123,6 +131,14 @@ func (p *primary) close() error {
 	return errors.Join(errs...)
 }
 
+// reservationIdleTimeout is how long MariaDB keeps the transaction of a
+// fenced owner's reservation open while the owner sends nothing
+// (idle_transaction_timeout, whole seconds): an owner paused while it
+// holds the sequence row's lock (a GC pause, a frozen VM) loses the
+// transaction, and the lock, before the next leader needs it; the paused
+// owner hands out nothing from it (its lapsed term answers 1290).
+const reservationIdleTimeout = 2
+
 // reserveBlock implements blockStore for the sequence table t.
 func (p *primary) reserveBlock(ctx context.Context, t *table, plan func(nextID, cache int64) (int64, error)) (err error) {
 	tx, err := p.db.BeginTx(ctx, nil)
@@ -134,6 +150,17 @@ func (p *primary) reserveBlock(ctx context.Context, t *table, plan func(nextID, 
 			_ = tx.Rollback()
 		}
 	}()
+	if p.fenced && !p.noIdleTimeout.Load() {
+		_, err = tx.ExecContext(ctx, "SET SESSION idle_transaction_timeout = "+strconv.Itoa(reservationIdleTimeout))
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && me.Number == 1193 { // ER_UNKNOWN_SYSTEM_VARIABLE: MySQL
+			p.noIdleTimeout.Store(true)
+			err = nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 	var nextID, cache sql.NullInt64
 	err = tx.QueryRowContext(ctx, "SELECT next_id, cache FROM "+t.quoted()+" WHERE id = 0 FOR UPDATE").Scan(&nextID, &cache)
 	if errors.Is(err, sql.ErrNoRows) {

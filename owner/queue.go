@@ -121,6 +121,11 @@ type queue struct {
 	// failure of a streak is logged at warn level.
 	failing bool
 
+	// active, when set, says whether the queue may poll and deliver: an
+	// owner that does not lead (or whose lease may have run out) does
+	// neither. Set before start.
+	active func() bool
+
 	wake    chan struct{} // nudges the send loop
 	pollReq chan struct{} // asks for a poll now
 	ctx     context.Context
@@ -247,6 +252,23 @@ func (q *queue) clearLocked() {
 	q.inQueue = map[string]*message{}
 }
 
+// endSubscriptions ends every subscription with reason and empties the
+// cache; the queue keeps running for later subscribers (an owner that
+// stopped leading).
+func (q *queue) endSubscriptions(reason *wire.SQLError) {
+	q.mu.Lock()
+	subs := q.subs
+	q.subs = nil
+	q.clearLocked()
+	q.mu.Unlock()
+	for _, s := range subs {
+		s.end(reason)
+	}
+}
+
+// serving reports whether the queue may poll and deliver now.
+func (q *queue) serving() bool { return q.active == nil || q.active() }
+
 // reset forgets the cached messages (the primary changed: its rows may
 // differ) and polls again.
 func (q *queue) reset() {
@@ -368,12 +390,22 @@ func (q *queue) deliver(sub *subscription, batch []*message, opts msgOptions, st
 		due[i] = postponement{id: m.id, timeNext: nextDue(now, m.epoch, opts, q.rnd())}
 		rows[i] = m.row
 	}
-	ctx, cancel := context.WithTimeout(q.ctx, statementTimeout)
-	err := store.postpone(ctx, due)
-	cancel()
-	if err != nil {
+	var err error
+	leading := q.serving()
+	if leading {
+		ctx, cancel := context.WithTimeout(q.ctx, statementTimeout)
+		err = store.postpone(ctx, due)
+		cancel()
+	}
+	switch {
+	case !leading:
+		// Not sent: the batch stays due in the table, for the leader.
+	case err != nil:
 		q.failed("cannot postpone messages before sending them; they stay due", err)
-	} else {
+	case !q.serving():
+		// Postponed, but the leadership lapsed meanwhile: not sent, the
+		// batch comes back after the ack wait like an unacked one.
+	default:
 		q.recovered()
 		if err := sub.s.send(rows); err != nil {
 			q.log.Debug("subscriber gone", "table", q.name, "error", err)
@@ -456,7 +488,7 @@ func (q *queue) poll() {
 	q.mu.Lock()
 	subs, size, store := len(q.subs), q.opts.CacheSize, q.store
 	q.mu.Unlock()
-	if subs == 0 {
+	if subs == 0 || !q.serving() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(q.ctx, statementTimeout)
@@ -512,6 +544,9 @@ func (q *queue) purgeLoop() {
 // purge deletes messages acked more than purge_after ago, in batches of
 // purgeBatch while batches come back full (at most 100 per run).
 func (q *queue) purge() {
+	if !q.serving() {
+		return // the leader purges
+	}
 	q.mu.Lock()
 	store, after := q.store, q.opts.PurgeAfter
 	q.mu.Unlock()

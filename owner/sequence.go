@@ -24,10 +24,19 @@ type blockStore interface {
 // behind one round trip, other sequences are not affected.
 type sequence struct {
 	mu sync.Mutex
-	// gen is the primary generation the block was reserved on; 0 means
-	// there is no block.
-	gen        uint64
+	// gen is what the block was reserved under; zero means there is no
+	// block.
+	gen        blockGen
 	next, last int64
+}
+
+// blockGen is what a sequence block was reserved under: the primary's
+// generation and the owner's leadership term (always 1 for an owner
+// without election). A block is used only under the same pair: after a
+// primary change, or once another owner may have led, the next request
+// reserves from the table again.
+type blockGen struct {
+	primary, term uint64
 }
 
 // exhaustedError is returned when a sequence has no value below 2^63
@@ -37,23 +46,24 @@ type exhaustedError struct{}
 func (exhaustedError) Error() string { return "the sequence has run out of values below 2^63" }
 
 // nextValues returns the first of n consecutive unused values. gen is the
-// generation of the primary store talks to: a block reserved on another
-// generation (an earlier primary) is never used, so the first call after
-// a primary change reserves from the table again. Values only grow, in
-// the order calls return, and are never handed out twice as long as every
-// process hands out values only from blocks it committed.
-func (s *sequence) nextValues(ctx context.Context, gen uint64, store blockStore, n int64) (int64, error) {
+// generation of the primary store talks to and the leadership term: a
+// block reserved under another (an earlier primary, an earlier term) is
+// never used, so the first call after a primary change or a new term
+// reserves from the table again. Values only grow, in the order calls
+// return, and are never handed out twice as long as every process hands
+// out values only from blocks it committed.
+func (s *sequence) nextValues(ctx context.Context, gen blockGen, store blockStore, n int64) (int64, error) {
 	if n < 1 {
 		return 0, errBadCount()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.gen != gen {
-		s.gen, s.next, s.last = 0, 0, 0
+		s.gen, s.next, s.last = blockGen{}, 0, 0
 	}
-	if s.gen == 0 || s.next > math.MaxInt64-n || s.next+n > s.last {
+	if s.gen == (blockGen{}) || s.next > math.MaxInt64-n || s.next+n > s.last {
 		next, last := s.next, s.last
-		valid := s.gen != 0
+		valid := s.gen != blockGen{}
 		err := store.reserveBlock(ctx, func(nextID, cache int64) (int64, error) {
 			var err error
 			next, last, err = planBlock(valid, s.next, s.last, nextID, cache, n)
@@ -62,7 +72,7 @@ func (s *sequence) nextValues(ctx context.Context, gen uint64, store blockStore,
 		if err != nil {
 			// Whether the new next_id was committed is unknown: the next
 			// call starts over from the table.
-			s.gen, s.next, s.last = 0, 0, 0
+			s.gen, s.next, s.last = blockGen{}, 0, 0
 			return 0, err
 		}
 		s.gen, s.next, s.last = gen, next, last

@@ -68,13 +68,16 @@ func TestPlanBlock(t *testing.T) {
 	}
 }
 
+// gen1 and gen2 are two primary generations in term 1.
+var gen1, gen2 = blockGen{primary: 1, term: 1}, blockGen{primary: 2, term: 1}
+
 func TestSequenceBlocks(t *testing.T) {
 	ctx := context.Background()
 	store := &fakeBlocks{nextID: 1, cache: 10}
 	s := &sequence{}
 	var got []int64
 	for _, n := range []int64{1, 1, 5, 3, 1} {
-		v, err := s.nextValues(ctx, 1, store, n)
+		v, err := s.nextValues(ctx, gen1, store, n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,12 +94,30 @@ func TestSequenceBlocks(t *testing.T) {
 		t.Fatalf("reservations %d, next_id %d; want 2, 21", store.reservations, store.nextID)
 	}
 	// A new primary generation: memory is not trusted, the table is.
-	v, err := s.nextValues(ctx, 2, store, 1)
+	v, err := s.nextValues(ctx, gen2, store, 1)
 	if err != nil || v != 21 || store.nextID != 31 {
 		t.Fatalf("after primary change: %d (%v), next_id %d; want 21, 31", v, err, store.nextID)
 	}
-	if _, err := s.nextValues(ctx, 2, store, 0); err == nil {
+	if _, err := s.nextValues(ctx, gen2, store, 0); err == nil {
 		t.Fatal("n = 0 accepted")
+	}
+}
+
+// An owner that leads again after another led never hands out values
+// from the block it held before: they are below the other's. (Strictly
+// increasing values across owner failovers.)
+func TestSequenceNewTerm(t *testing.T) {
+	ctx := context.Background()
+	store := &fakeBlocks{nextID: 1, cache: 10}
+	a, b := &sequence{}, &sequence{}
+	if v, err := a.nextValues(ctx, blockGen{1, 1}, store, 1); err != nil || v != 1 {
+		t.Fatalf("a, term 1: %d (%v)", v, err)
+	}
+	if v, err := b.nextValues(ctx, blockGen{1, 2}, store, 5); err != nil || v != 11 {
+		t.Fatalf("b, term 2: %d (%v), want 11", v, err)
+	}
+	if v, err := a.nextValues(ctx, blockGen{1, 3}, store, 1); err != nil || v != 21 {
+		t.Fatalf("a, term 3: %d (%v), want 21 (after b's block, not 2 from a's old one)", v, err)
 	}
 }
 
@@ -107,22 +128,22 @@ func TestSequenceFailedReservation(t *testing.T) {
 	ctx := context.Background()
 	store := &fakeBlocks{nextID: 1, cache: 10}
 	s := &sequence{}
-	if v, _ := s.nextValues(ctx, 1, store, 10); v != 1 {
+	if v, _ := s.nextValues(ctx, gen1, store, 10); v != 1 {
 		t.Fatalf("first value %d", v)
 	}
 	store.fail, store.commitThenFail = errors.New("connection lost during COMMIT"), true
-	if _, err := s.nextValues(ctx, 1, store, 1); err == nil {
+	if _, err := s.nextValues(ctx, gen1, store, 1); err == nil {
 		t.Fatal("failed reservation reported no error")
 	}
-	v, err := s.nextValues(ctx, 1, store, 1)
+	v, err := s.nextValues(ctx, gen1, store, 1)
 	if err != nil || v != 21 {
 		t.Fatalf("after a failed commit: %d (%v), want 21 (the committed block [11, 21) is skipped)", v, err)
 	}
 	store.fail = errors.New("primary down")
-	if _, err := s.nextValues(ctx, 1, store, 100); err == nil {
+	if _, err := s.nextValues(ctx, gen1, store, 100); err == nil {
 		t.Fatal("no error")
 	}
-	if v, err := s.nextValues(ctx, 1, store, 1); err != nil || v != 31 {
+	if v, err := s.nextValues(ctx, gen1, store, 1); err != nil || v != 31 {
 		t.Fatalf("after a refused reservation: %d (%v), want 31", v, err)
 	}
 }
@@ -140,7 +161,7 @@ func TestSequenceConcurrent(t *testing.T) {
 		wg.Go(func() {
 			s := owners[c%2]
 			for i := range per {
-				v, err := s.nextValues(ctx, 1, store, int64(1+i%3))
+				v, err := s.nextValues(ctx, gen1, store, int64(1+i%3))
 				if err != nil {
 					t.Error(err)
 					return

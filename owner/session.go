@@ -145,6 +145,10 @@ func (ss *session) handshake() error {
 		}
 		return ss.fail(wire.NewError(1045, "28000", "Access denied for user '%s' (using password: %s)", resp.User, using))
 	}
+	if _, standby := ss.o.leading(); standby != nil {
+		// Only a logged-in gateway learns who leads.
+		return ss.fail(standby)
+	}
 	if plugin == wire.CachingSha2Password {
 		if err := ss.c.WritePacket([]byte{0x01, 0x03}); err != nil { // fast auth success
 			return err
@@ -250,6 +254,10 @@ func (ss *session) query(q string) (end bool, err error) {
 	if st.err != nil {
 		return false, ss.writeErr(st.err)
 	}
+	term, standby := ss.o.leading()
+	if standby != nil {
+		return false, ss.writeErr(standby)
+	}
 	ctx, cancel := context.WithTimeout(ss.o.hard, statementTimeout)
 	defer cancel()
 	if st.kind == stmtShowTables {
@@ -261,11 +269,11 @@ func (ss *session) query(q string) (end bool, err error) {
 	}
 	switch st.kind {
 	case stmtNext:
-		return false, ss.nextValues(ctx, t, st.count)
+		return false, ss.nextValues(ctx, t, st.count, term)
 	case stmtInsert, stmtAck:
 		return false, ss.exec(ctx, t, st, q)
 	}
-	return true, ss.stream(t)
+	return true, ss.stream(t, term)
 }
 
 // unsupported is the answer to a statement the owner does not answer.
@@ -326,13 +334,22 @@ func nextvalColumn() wire.Column {
 		Flags: wire.FlagNotNull | wire.FlagBinary}
 }
 
-// nextValues answers SELECT NEXT n VALUES: one row, the first value.
-func (ss *session) nextValues(ctx context.Context, t *table, n int64) error {
+// nextValues answers SELECT NEXT n VALUES in leadership term: one row,
+// the first value. The value goes out only if the term still holds right
+// before it is written (the fence): a lapsed term answers with an error
+// instead, and the value is a gap.
+func (ss *session) nextValues(ctx context.Context, t *table, n int64, term uint64) error {
 	p, err := ss.o.currentPrimary(ctx)
 	if err != nil {
 		return ss.writeErr(ss.o.toSQLError(err, t, ""))
 	}
-	v, err := t.seq.nextValues(ctx, p.gen, tableBlocks{p: p, t: t}, n)
+	v, err := t.seq.nextValues(ctx, blockGen{primary: p.gen, term: term}, tableBlocks{p: p, t: t}, n)
+	if !ss.o.stillLeading(term) {
+		// Nothing goes out of a lapsed term, whatever became of the
+		// reservation (MariaDB may have ended a paused owner's
+		// transaction).
+		return ss.writeErr(ss.o.lostLeadershipError())
+	}
 	if err != nil {
 		return ss.statementFailed(p, t, err)
 	}
@@ -409,7 +426,7 @@ func (ss *session) showTables(ctx context.Context) error {
 // the queue delivers them, until the client goes away, the queue ends the
 // subscription or the owner shuts down (error 1053 ends the result). The
 // connection closes afterwards.
-func (ss *session) stream(t *table) error {
+func (ss *session) stream(t *table, term uint64) error {
 	_ = ss.nc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 	if err := ss.rw.Columns(t.queue.columns()); err != nil {
 		return err
@@ -431,6 +448,10 @@ func (ss *session) stream(t *table) error {
 		}
 	})
 	var reason *wire.SQLError
+	if !ss.o.stillLeading(term) {
+		// The term ended before the subscription counted: end it here.
+		subscription.end(ss.o.standbyError())
+	}
 	select {
 	case <-subscription.Done():
 		reason = subscription.err

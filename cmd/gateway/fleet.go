@@ -16,6 +16,8 @@ import (
 
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/fleet"
+	"github.com/directgate/directgate/forward"
+	"github.com/directgate/directgate/gateway"
 )
 
 // topologyWait bounds how long a gateway or owner starting with
@@ -23,8 +25,12 @@ import (
 const topologyWait = time.Minute
 
 // fleetTopology connects to the fleet's etcd and merges its topology into
-// base (the file), for a process starting with topology.etcd.
+// base (the file), for a process starting with topology.etcd. Without
+// it, it returns base and no client.
 func fleetTopology(base *config.Config, log hclog.Logger) (*fleet.Client, *config.Config, []byte, int64, error) {
+	if !base.FromEtcd() {
+		return nil, base, nil, 0, nil
+	}
 	if base.FileTopologyIgnored {
 		log.Warn("topology.etcd is set: the file's clusters and users are ignored; the topology comes from etcd")
 	}
@@ -41,6 +47,15 @@ func fleetTopology(base *config.Config, log hclog.Logger) (*fleet.Client, *confi
 	}
 	log.Info("topology loaded from etcd", "revision", rev, "clusters", len(cfg.Clusters), "users", len(cfg.Users))
 	return fc, cfg, doc, rev, nil
+}
+
+// ownerLeaders makes the gateway's clusters without an owner address
+// forward to the leader of their owners' election, observed until ctx
+// ends.
+func ownerLeaders(ctx context.Context, fc *fleet.Client) gateway.Option {
+	return gateway.WithOwnerLeaders(func(cluster string) forward.Leader {
+		return fc.Election(fleet.RoleOwners, cluster).Observe(ctx)
+	})
 }
 
 // memberID names this process in the fleet: host-pid-port.

@@ -1,7 +1,7 @@
 // Command gateway is the directgate MySQL gateway.
 //
 //	gateway serve --config gateway.yaml [--listen ADDR] [--log-level LEVEL]
-//	gateway owner --config gateway.yaml --cluster NAME [--log-level LEVEL]
+//	gateway owner --config gateway.yaml --cluster NAME [--listen ADDR] [--log-level LEVEL]
 //	gateway topo put|get|status --config gateway.yaml [--file TOPOLOGY.yaml]
 //	gateway version
 package main
@@ -38,7 +38,7 @@ func main() {
 
 const usage = `usage:
   gateway serve --config FILE [--listen ADDR] [--http-listen ADDR] [--log-level LEVEL] [--log-format text|json]
-  gateway owner --config FILE [--cluster NAME] [--log-level LEVEL] [--log-format text|json]
+  gateway owner --config FILE [--cluster NAME] [--listen ADDR] [--advertise ADDR] [--log-level LEVEL] [--log-format text|json]
   gateway topo put|get|status --config FILE [--file TOPOLOGY.yaml]
   gateway version
 `
@@ -146,7 +146,13 @@ func serve(args []string, stderr io.Writer) error {
 		}
 		defer fc.Close()
 	}
-	srv, err := gateway.New(cfg, log)
+	var opts []gateway.Option
+	if fc != nil {
+		leadersCtx, stopLeaders := context.WithCancel(context.Background())
+		defer stopLeaders()
+		opts = append(opts, ownerLeaders(leadersCtx, fc))
+	}
+	srv, err := gateway.New(cfg, log, opts...)
 	if err != nil {
 		return err
 	}
