@@ -53,7 +53,7 @@ declare -A SERVER_PID=() # name -> pid of the mariadbd this script started
 GATEWAY_PID=
 OWNER_PID=
 
-log() { printf 'run.sh: %s\n' "$*" >&2; }
+log() { printf '%s: %s\n' "${0##*/}" "$*" >&2; }
 die() {
 	log "$*"
 	exit 1
