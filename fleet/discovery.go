@@ -8,7 +8,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/directgate/directgate/healthcheck"
 )
@@ -27,10 +26,13 @@ type Discovery struct {
 	id       string
 	interval time.Duration
 
-	mu      sync.Mutex
-	leading map[string]bool                 // by cluster
-	mine    map[string]map[string]wireProbe // this gateway's probes, by cluster and address
-	theirs  map[string]received             // published results, by address
+	// cands are this gateway's candidacies in the clusters' discovery
+	// elections; fixed after StartDiscovery.
+	cands map[string]*Candidate
+
+	mu     sync.Mutex
+	mine   map[string]map[string]wireProbe // this gateway's probes, by cluster and address
+	theirs map[string]received             // published results, by address
 }
 
 // wireProbe is a probe result as published.
@@ -60,6 +62,14 @@ type received struct {
 	at time.Time
 }
 
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
 // staleAfter is how many discovery intervals a published result serves;
 // older, the gateway probes itself.
 const staleAfter = 3
@@ -70,10 +80,12 @@ const staleAfter = 3
 func (c *Client) StartDiscovery(ctx context.Context, id string, clusters []string, interval time.Duration) *Discovery {
 	d := &Discovery{
 		c: c, id: id, interval: interval,
-		leading: map[string]bool{}, mine: map[string]map[string]wireProbe{}, theirs: map[string]received{},
+		cands: map[string]*Candidate{}, mine: map[string]map[string]wireProbe{}, theirs: map[string]received{},
 	}
 	for _, cl := range clusters {
-		go d.campaign(ctx, cl)
+		cand := c.Election(RoleDiscovery, cl).Candidate(id)
+		d.cands[cl] = cand
+		cand.Campaign(ctx)
 	}
 	go d.publish(ctx)
 	go d.follow(ctx)
@@ -81,61 +93,28 @@ func (c *Client) StartDiscovery(ctx context.Context, id string, clusters []strin
 }
 
 func (d *Discovery) key(cluster string, elem string) string {
-	return d.c.key("discovery", cluster, elem)
+	return d.c.key(RoleDiscovery, cluster, elem)
 }
 
-// campaign keeps running for the leadership of cluster's probing: it waits
-// to be elected, leads while its lease lives, and campaigns again after
-// losing it.
-func (d *Discovery) campaign(ctx context.Context, cluster string) {
-	for ctx.Err() == nil {
-		s, err := concurrency.NewSession(d.c.etcd, concurrency.WithTTL(int(d.c.ttl/time.Second)), concurrency.WithContext(ctx))
-		if err != nil {
-			sleepCtx(ctx, time.Second)
-			continue
-		}
-		e := concurrency.NewElection(s, d.key(cluster, "leader"))
-		if err := e.Campaign(ctx, d.id); err != nil {
-			s.Close()
-			sleepCtx(ctx, time.Second)
-			continue
-		}
-		d.setLeading(cluster, true)
-		d.c.log.Info("leading the discovery of the cluster", "cluster", cluster)
-		select {
-		case <-ctx.Done():
-		case <-s.Done():
-			d.c.log.Warn("lost the lease of the cluster's discovery; probing as a follower", "cluster", cluster)
-		}
-		d.setLeading(cluster, false)
-		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = e.Resign(rctx)
-		cancel()
-		s.Close()
-	}
-}
-
-func (d *Discovery) setLeading(cluster string, on bool) {
-	d.mu.Lock()
-	d.leading[cluster] = on
-	d.mu.Unlock()
-}
-
-// Leads reports whether this gateway probes cluster for the fleet.
+// Leads reports whether this gateway probes cluster for the fleet: it
+// leads the cluster's discovery election and its lease is known to hold.
 func (d *Discovery) Leads(cluster string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.leading[cluster]
+	c := d.cands[cluster]
+	if c == nil {
+		return false
+	}
+	t := c.Term()
+	return t != 0 && c.Valid(t)
 }
 
 // Result implements healthcheck.Share: a leader probes; a follower takes
 // a fresh published result.
 func (d *Discovery) Result(b healthcheck.Backend) (healthcheck.Result, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.leading[b.Cluster] {
+	if d.Leads(b.Cluster) {
 		return healthcheck.Result{}, false
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	got, ok := d.theirs[b.Addr]
 	if !ok || time.Since(got.at) > staleAfter*d.interval {
 		return healthcheck.Result{}, false
@@ -152,11 +131,11 @@ func (d *Discovery) Probed(b healthcheck.Backend, r healthcheck.Result) {
 	if r.Err != nil {
 		w.Err = r.Err.Error()
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if !d.leading[b.Cluster] {
+	if !d.Leads(b.Cluster) {
 		return
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	m := d.mine[b.Cluster]
 	if m == nil {
 		m = map[string]wireProbe{}
@@ -181,7 +160,7 @@ func (d *Discovery) publish(ctx context.Context) {
 			p       published
 		}
 		for cl, m := range d.mine {
-			if !d.leading[cl] || len(m) == 0 {
+			if !d.Leads(cl) || len(m) == 0 {
 				continue
 			}
 			out = append(out, struct {
@@ -208,7 +187,7 @@ func (d *Discovery) publish(ctx context.Context) {
 
 // follow receives every cluster's published results until ctx ends.
 func (d *Discovery) follow(ctx context.Context) {
-	prefix := d.c.key("discovery") + "/"
+	prefix := d.c.key(RoleDiscovery) + "/"
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(ctx)
 		for resp := range d.c.etcd.Watch(wctx, prefix, clientv3.WithPrefix()) {
@@ -253,28 +232,21 @@ type publishedError string
 
 func (e publishedError) Error() string { return string(e) }
 
-func sleepCtx(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
-}
-
 // DiscoveryLeaders returns, by cluster, the gateway that probes it for the
 // fleet now (the holder of the oldest key of its election).
 func (c *Client) DiscoveryLeaders(ctx context.Context) (map[string]string, error) {
 	ctx, cancel := reqCtx(ctx)
 	defer cancel()
-	prefix := c.key("discovery") + "/"
+	prefix := c.key(RoleDiscovery) + "/"
 	resp, err := c.etcd.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]string{}
 	for _, kv := range resp.Kvs {
-		rest := strings.TrimPrefix(string(kv.Key), prefix) // cluster/leader/<lease>
+		rest := strings.TrimPrefix(string(kv.Key), prefix) // cluster/election/<lease>
 		cluster, tail, ok := strings.Cut(rest, "/")
-		if !ok || !strings.HasPrefix(tail, "leader/") {
+		if !ok || !strings.HasPrefix(tail, "election/") {
 			continue
 		}
 		if _, seen := out[cluster]; !seen {

@@ -11,9 +11,19 @@
 //	owners/<cluster>/election/<lease>
 //	                          a candidate to own the cluster (value: its
 //	                          address), bound to its lease; the oldest leads
+//	discovery/<cluster>/election/<lease>
+//	                          a gateway candidate to probe the cluster's
+//	                          backends for the fleet (value: its ID)
+//	discovery/<cluster>/results
+//	                          the probing gateway's latest results (JSON)
+//
+// A gateway's Agent applies the topology (through a Reloader), keeps the
+// gateway's pools within its share of each max_backend_connections
+// (budget.go: Shares, demand published in the Member record) and shares
+// discovery (discovery.go: Discovery, a healthcheck.Share).
 //
 // Elections (Election, Candidate, Observer) elect one leader per role and
-// cluster: the owner of a cluster today, the discovery prober later.
+// cluster: the owner of a cluster, and the gateway that probes it.
 // Candidates campaign with etcd's election recipe; observers (gateways)
 // follow who leads. A leader is Valid only while its lease is known to
 // hold, a margin (a quarter of the TTL) before etcd could expire it,

@@ -16,6 +16,9 @@ import (
 const (
 	// RoleOwners elects the owner process of a cluster.
 	RoleOwners = "owners"
+	// RoleDiscovery elects the gateway that probes a cluster's backends
+	// for the fleet (Discovery).
+	RoleDiscovery = "discovery"
 )
 
 // Election is the leadership of one role in one cluster: one process
@@ -30,7 +33,8 @@ type Election struct {
 	key string
 }
 
-// Election returns the election of role (RoleOwners) in cluster.
+// Election returns the election of role (RoleOwners, RoleDiscovery) in
+// cluster.
 func (c *Client) Election(role, cluster string) *Election {
 	return &Election{c: c, key: c.key(role, cluster, "election")}
 }
