@@ -43,6 +43,9 @@ type Session struct {
 	log     hclog.Logger
 	user    config.User
 	cluster *cluster
+	// hotHeld are the hot-row slots the session's transaction holds
+	// (hotrow.go), given back when the transaction ends.
+	hotHeld []hotHold
 	// now is when the current command arrived (read once, in dispatch):
 	// the start of its metrics span, its SHOW PROCESSLIST time and the
 	// idle check of a pooled connection.
@@ -351,6 +354,11 @@ func (ss *Session) dispatch(p []byte) error {
 	ss.now = time.Now()
 	ss.proc.begin(p, ss.db, ss.now)
 	err := ss.dispatchCommand(p)
+	if len(ss.hotHeld) > 0 && ss.pins&pinTxn == 0 {
+		// The transaction is over, as the server reported: its rows are
+		// free for the next ones.
+		ss.releaseHotRows()
+	}
 	ss.proc.end(ss.db)
 	return err
 }
@@ -446,6 +454,9 @@ func (ss *Session) comQuery(p []byte) error {
 	}
 	if route.GatewayIDs {
 		p = ss.withGatewayIDs(p, sql)
+	}
+	if e := ss.hotRowText(route, sql); e != nil {
+		return ss.writeErr(e)
 	}
 	return ss.run(p, route, wire.ResponseQuery)
 }
@@ -1337,6 +1348,7 @@ func (ss *Session) dropLease() {
 // connection with an open transaction or session state is reset (which
 // rolls the transaction back) before anyone else gets it.
 func (ss *Session) end() {
+	ss.releaseHotRows()
 	ss.gtidPending = false
 	if ss.lease == nil {
 		return
