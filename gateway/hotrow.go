@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -320,6 +321,11 @@ func (ss *Session) hotRowEnter(db string, rw *querypath.RowWrite, param func(int
 		ss.log.Debug("hot_row: cannot read the table's keys", "table", table, "error", err)
 		return nil
 	}
+	// The row of an UPDATE, DELETE or SELECT is named by its first key
+	// equality; an INSERT may meet an existing row on any of its keys,
+	// so it takes every key's slot (in slot order, so that two inserts
+	// never wait for each other's second slot).
+	var rows []hotKey
 	for _, eq := range rw.Eqs {
 		if !keys[strings.ToLower(eq.Column)] {
 			continue
@@ -328,21 +334,33 @@ func (ss *Session) hotRowEnter(db string, rw *querypath.RowWrite, param func(int
 		if eq.Param >= 0 {
 			var ok bool
 			if v, ok = param(eq.Param); !ok {
-				return nil // NULL or unreadable: no single row
+				continue // NULL (or unreadable): no row
 			}
 		}
-		k := hotKey{table: strings.ToLower(table), column: strings.ToLower(eq.Column), value: strings.ToLower(v)}
+		rows = append(rows, hotKey{table: strings.ToLower(table), column: strings.ToLower(eq.Column), value: strings.ToLower(v)})
+		if !rw.Insert {
+			break
+		}
+	}
+	slices.SortFunc(rows, func(a, b hotKey) int { return a.slot() - b.slot() })
+next:
+	for j, k := range rows {
 		i := k.slot()
+		if j > 0 && rows[j-1].slot() == i {
+			continue
+		}
 		for _, held := range ss.hotHeld {
 			if held.h == &c.hot && held.slot == i {
-				return nil // this transaction holds the row already
+				continue next // this transaction holds the row already
 			}
 		}
 		held, refusal := c.hot.acquire(ss.context(), k, cfg, ss.client.PeerGone)
 		if held {
 			ss.hotHeld = append(ss.hotHeld, hotHold{h: &c.hot, slot: i})
 		}
-		return refusal
+		if refusal != nil {
+			return refusal
+		}
 	}
 	return nil
 }

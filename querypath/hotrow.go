@@ -26,6 +26,9 @@ type RowWrite struct {
 	// Eqs are the column = value conditions, in the order written: the
 	// conjuncts of the WHERE clause, or an INSERT's columns and values.
 	Eqs []KeyEq
+	// Insert is set for an INSERT ... ON DUPLICATE KEY UPDATE: the row is
+	// whichever existing row one of its keys meets, so each key counts.
+	Insert bool
 }
 
 // KeyEq is one column = value condition of a RowWrite.
@@ -117,7 +120,7 @@ func insertRow(n *sqlparser.Insert) (RowWrite, bool) {
 	if len(eqs) == 0 {
 		return RowWrite{}, false
 	}
-	return RowWrite{Table: table, Eqs: eqs}, true
+	return RowWrite{Table: table, Eqs: eqs, Insert: true}, true
 }
 
 // singleTable returns the name of a plain table expression (no join,

@@ -2,6 +2,7 @@ package querypath
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -72,7 +73,7 @@ func TestHotRow(t *testing.T) {
 		if !ok {
 			continue
 		}
-		if got.Table != tt.table || !reflect.DeepEqual(got.Eqs, tt.eqs) {
+		if got.Table != tt.table || !reflect.DeepEqual(got.Eqs, tt.eqs) || got.Insert != strings.HasPrefix(tt.sql, "INSERT") {
 			t.Errorf("HotRow(%q) = %q %+v, want %q %+v", tt.sql, got.Table, got.Eqs, tt.table, tt.eqs)
 		}
 	}
