@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/gateway"
 	"github.com/go-sql-driver/mysql"
 )
@@ -20,7 +21,15 @@ import (
 // prepared statements for queries with arguments.
 func hotRowGateway(t *testing.T, hotRow string, n int, prepared bool) (*gateway.Server, *sql.DB) {
 	t.Helper()
-	srv := startTestGateway(t, "hotrow", fmt.Sprintf(`
+	srv := startTestGateway(t, "hotrow", hotRowYAML(hotRow, n))
+	db := open(t, hotRowDSN(srv, prepared))
+	db.SetMaxOpenConns(n)
+	return srv, db
+}
+
+// hotRowYAML is the configuration of hotRowGateway.
+func hotRowYAML(hotRow string, n int) string {
+	return fmt.Sprintf(`
 listen: 127.0.0.1:0
 http_listen: "off"
 log: {level: %s}
@@ -34,10 +43,7 @@ clusters:
     backends: [%q]
     pool: {size: %d, min_idle: 0, acquire_timeout: 20s}
     hot_row: %s
-`, logLevel(), appUser, appPass, adminUser, adminPass, backendUser, backendPass, shared.db.Addr(), n+4, hotRow))
-	db := open(t, hotRowDSN(srv, prepared))
-	db.SetMaxOpenConns(n)
-	return srv, db
+`, logLevel(), appUser, appPass, adminUser, adminPass, backendUser, backendPass, shared.db.Addr(), n+4, hotRow)
 }
 
 // hotRowDSN is the app user's DSN for srv; prepared makes queries with
@@ -302,5 +308,39 @@ func TestHotRowShowProtections(t *testing.T) {
 	want := []string{"hot_row main * on refused=1", "hot_row main e2e.hotrow on refused=1"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("SHOW GATEWAY PROTECTIONS = %q, want %q", got, want)
+	}
+}
+
+// A reload turns the protection on and off for the next statements.
+func TestHotRowReload(t *testing.T) {
+	hotRowTable(t)
+	srv, db := hotRowGateway(t, "{max_concurrency: 0}", 3, false)
+	reload := func(hotRow string) {
+		t.Helper()
+		cfg, err := config.Parse([]byte(hotRowYAML(hotRow, 3)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Reload(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reload("{max_concurrency: 1, max_queue: 0}")
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec("UPDATE hotrow SET n = 1 WHERE id = 1"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Exec("UPDATE hotrow SET n = 1 WHERE id = 1")
+	sqlErr(t, err, 1205, "HY000")
+	if tot := hotRowTotals(srv); tot.Mode != "on" || tot.Refused != 1 {
+		t.Errorf("counters %+v", tot)
+	}
+	reload("{max_concurrency: 0}")
+	if tot := hotRowTotals(srv); tot.Mode != "off" {
+		t.Errorf("mode after reload %q", tot.Mode)
 	}
 }
