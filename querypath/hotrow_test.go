@@ -6,6 +6,15 @@ import (
 	"testing"
 )
 
+// hotRowSeeds seed FuzzHotRow.
+var hotRowSeeds = []string{
+	"UPDATE t SET n = n + 1 WHERE id = 5",
+	"DELETE FROM d.t WHERE id = ? AND v = 'x'",
+	"SELECT * FROM t WHERE id = 1 FOR UPDATE",
+	"INSERT INTO t (id, n) VALUES (?, 1) ON DUPLICATE KEY UPDATE n = n + 1",
+	"UPDATE t SET n = 1 WHERE id = 1 OR id = 2",
+}
+
 func TestHotRow(t *testing.T) {
 	c, err := New()
 	if err != nil {
