@@ -320,7 +320,7 @@ type HotRow struct {
 	MaxQueue *int `yaml:"max_queue"`
 	// MaxWait bounds one wait in the queue; past it the statement is
 	// refused with error 1205. Default 10s (below InnoDB's own
-	// innodb_lock_wait_timeout of 50s).
+	// innodb_lock_wait_timeout of 50s); 0 means the default.
 	MaxWait time.Duration `yaml:"max_wait"`
 	// DryRun counts the transactions that would have waited or been
 	// refused, without making any wait. Default off.

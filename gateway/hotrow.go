@@ -190,8 +190,11 @@ wait:
 	}
 	h.mu.Lock()
 	if w.granted {
-		// Handed over while giving up: pass it on.
 		h.mu.Unlock()
+		if timedOut {
+			return true, nil // handed over just in time: the row is ours
+		}
+		// Handed over to a client that left: pass it on.
 		h.release(i, cfg.MaxConcurrency)
 	} else {
 		for j, o := range s.waiters {
