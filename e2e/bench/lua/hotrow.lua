@@ -26,6 +26,9 @@ sysbench.cmdline.options = {
   ["hot-rows"] = {"Number of hot rows the transactions update", 4},
   ["cold-rows"] = {"Number of other rows in the table (read by --reads)", 1000},
   reads = {"Point selects of cold rows per transaction", 0},
+  -- Accepted and ignored, so that sbbench passes its usual options.
+  tables = {"(ignored)", 1},
+  ["table-size"] = {"(ignored)", 1},
 }
 
 local function create()
