@@ -198,18 +198,22 @@ func TestHotRowRefusal(t *testing.T) {
 					t.Fatal(err)
 				}
 				_ = holder.Close()
-				// Free again (the disconnect is seen by the gateway a
-				// moment later).
-				deadline := time.Now().Add(5 * time.Second)
-				for err = update(db, 1); err != nil && time.Now().Before(deadline); err = update(db, 1) {
+				// Free again: at once after COMMIT and ROLLBACK (regression:
+				// the row was given back only after their OK reached the
+				// client, which could start its next transaction on another
+				// connection first and be refused), a moment later after a
+				// disconnect, which the gateway sees when it reads the socket.
+				err = update(db, 1)
+				for deadline := time.Now().Add(5 * time.Second); end == "disconnect" && err != nil && time.Now().Before(deadline); err = update(db, 1) {
 					time.Sleep(20 * time.Millisecond)
 				}
 				if err != nil {
 					t.Fatalf("after %s: %v", end, err)
 				}
 			}
-			if tot := hotRowTotals(srv); tot.Refused != 3 || tot.Active != 0 {
-				t.Errorf("counters %+v, want 3 refused", tot)
+			// Three refusals, and more if the disconnect took a while to see.
+			if tot := hotRowTotals(srv); tot.Refused < 3 || tot.Active != 0 {
+				t.Errorf("counters %+v, want 3 refused or more", tot)
 			}
 		})
 	}

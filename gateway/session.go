@@ -44,8 +44,10 @@ type Session struct {
 	user    config.User
 	cluster *cluster
 	// hotHeld are the hot-row slots the session's transaction holds
-	// (hotrow.go), given back when the transaction ends.
+	// (hotrow.go), given back when the transaction ends; hotEnd is the
+	// relay hook that gives them back as the server reports it ended.
 	hotHeld []hotHold
+	hotEnd  func(*wire.Result)
 	// now is when the current command arrived (read once, in dispatch):
 	// the start of its metrics span, its SHOW PROCESSLIST time and the
 	// idle check of a pooled connection.
@@ -568,6 +570,10 @@ func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind)
 			// Every result set of a procedure is followed by its final OK.
 			ss.relay.StatusHint |= wire.StatusMoreResults
 		}
+	}
+	ss.relay.BeforeEnd = nil
+	if len(ss.hotHeld) > 0 && kind == wire.ResponseQuery {
+		ss.relay.BeforeEnd = ss.hotRowsEnd()
 	}
 	ss.beginInFlight(conn)
 	ss.watchClient()
