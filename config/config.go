@@ -297,6 +297,34 @@ type Cluster struct {
 	// BackendTLS says whether and how the pools and probes encrypt their
 	// connections to the backends. Default mode disabled.
 	BackendTLS BackendTLS `yaml:"backend_tls"`
+	// HotRow is hot-row protection: a bound on the transactions that
+	// write or lock one row (by primary or unique key) at once. Default
+	// off. Reloadable.
+	HotRow HotRow `yaml:"hot_row"`
+}
+
+// HotRow configures hot-row protection. Statements that change or lock
+// one row by an equality on a single-column primary or unique key
+// (UPDATE/DELETE ... WHERE key = value, SELECT ... WHERE key = value FOR
+// UPDATE, INSERT ... ON DUPLICATE KEY UPDATE with the key given) take a
+// slot of that row for the rest of their transaction; past
+// MaxConcurrency transactions per row, the others wait at the gateway in
+// a FIFO queue.
+type HotRow struct {
+	// MaxConcurrency is how many transactions per row proceed to the
+	// database at once. Default 0: protection off.
+	MaxConcurrency int `yaml:"max_concurrency"`
+	// MaxQueue is how many transactions may wait for one row; one more
+	// is refused at once with error 1205. Default 20; 0 refuses every
+	// transaction that would wait.
+	MaxQueue *int `yaml:"max_queue"`
+	// MaxWait bounds one wait in the queue; past it the statement is
+	// refused with error 1205. Default 10s (below InnoDB's own
+	// innodb_lock_wait_timeout of 50s); 0 means the default.
+	MaxWait time.Duration `yaml:"max_wait"`
+	// DryRun counts the transactions that would have waited or been
+	// refused, without making any wait. Default off.
+	DryRun Switch `yaml:"dry_run"`
 }
 
 // OwnerTables are tables the owner serves, named "db.table".
@@ -463,6 +491,12 @@ func (c *Config) ApplyDefaults() {
 		}
 		if cl.BackendTLS.Mode == "" {
 			cl.BackendTLS.Mode = TLSDisabled
+		}
+		if cl.HotRow.MaxQueue == nil {
+			cl.HotRow.MaxQueue = ptr(20)
+		}
+		if cl.HotRow.MaxWait == 0 {
+			cl.HotRow.MaxWait = 10 * time.Second
 		}
 		p := &cl.Pool
 		if p.Size == 0 {
@@ -645,6 +679,15 @@ func (c *Config) Validate() error {
 		}
 		if cl.OwnerTimeout < 0 {
 			bad(k+".owner_timeout", "must not be negative")
+		}
+		if cl.HotRow.MaxConcurrency < 0 {
+			bad(k+".hot_row.max_concurrency", "must not be negative (0 turns hot-row protection off)")
+		}
+		if *cl.HotRow.MaxQueue < 0 {
+			bad(k+".hot_row.max_queue", "must not be negative")
+		}
+		if cl.HotRow.MaxWait < 0 {
+			bad(k+".hot_row.max_wait", "must not be negative")
 		}
 		checkQualified := func(key, name string) {
 			if i := strings.IndexByte(name, '.'); i <= 0 || i == len(name)-1 || strings.Count(name, ".") != 1 {

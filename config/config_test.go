@@ -40,6 +40,23 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+func TestHotRowDefaults(t *testing.T) {
+	c, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := c.Clusters[0].HotRow; h.MaxConcurrency != 0 || *h.MaxQueue != 20 || h.MaxWait != 10*time.Second || h.DryRun {
+		t.Errorf("hot_row defaults: %+v", h)
+	}
+	c, err = Parse([]byte(minimal + "    hot_row: {max_concurrency: 1, max_queue: 0, dry_run: on}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := c.Clusters[0].HotRow; h.MaxConcurrency != 1 || *h.MaxQueue != 0 || !h.DryRun {
+		t.Errorf("hot_row set: %+v", h)
+	}
+}
+
 func TestExplicitZeroes(t *testing.T) {
 	c, err := Parse([]byte(minimal + "    pool: {min_idle: 0, idle_timeout: 0s, max_lifetime: 0s}\n"))
 	if err != nil {
@@ -79,9 +96,12 @@ clusters: [{name: main, backend_user: g, backends: ["h:1"]}]`: "users[0].cluster
 clusters: [{name: main, backends: ["h:1"]}]`: "clusters[0].backend_user",
 		`users: [{user: app}]
 clusters: [{name: main, backend_user: g, backends: ["nohost"]}]`: "clusters[0].backends[0]",
-		"health: {interval: 1ms}\n" + minimal:       "health.interval",
-		minimal + "    stickiness_threshold: 0.5\n": "clusters[0].stickiness_threshold",
-		minimal + "    failover_buffer: -1s\n":      "clusters[0].failover_buffer",
+		"health: {interval: 1ms}\n" + minimal:            "health.interval",
+		minimal + "    stickiness_threshold: 0.5\n":      "clusters[0].stickiness_threshold",
+		minimal + "    failover_buffer: -1s\n":           "clusters[0].failover_buffer",
+		minimal + "    hot_row: {max_concurrency: -1}\n": "clusters[0].hot_row.max_concurrency",
+		minimal + "    hot_row: {max_queue: -1}\n":       "clusters[0].hot_row.max_queue",
+		minimal + "    hot_row: {max_wait: -1s}\n":       "clusters[0].hot_row.max_wait",
 		`users: [{user: app}]
 clusters:
   - {name: a, backend_user: g, backends: ["h:1"]}

@@ -259,6 +259,12 @@ type cluster struct {
 	// a column list into auto_increment tables.
 	colMu   sync.Mutex
 	columns map[string][]string
+	// keys caches tables' single-column primary and unique key columns
+	// (lower case), for hot-row protection (hotrow.go).
+	keyMu sync.Mutex
+	keys  map[string]map[string]bool
+	// hot is the cluster's hot-row protection.
+	hot hotRows
 }
 
 // newCluster builds the cluster of cfg; fleet says its connection cap is
@@ -333,30 +339,11 @@ func (c *cluster) tableColumns(ss *Session, table string) ([]string, error) {
 	if ok {
 		return cols, nil
 	}
-	be, err := ss.primaryBackend(ss.srv.health.Snapshot(), c.conf.Load(), "", false)
-	if err != nil {
-		return nil, err
-	}
-	k := ss.poolKey()
-	k.foundRows = false
-	p, err := be.poolFor(k)
-	if err != nil {
-		return nil, err
-	}
-	l, err := p.Acquire(ss.context())
-	if err != nil {
-		return nil, err
-	}
-	db, t, _ := strings.Cut(table, ".")
-	err = l.Conn().QueryRows("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '"+
-		strings.ReplaceAll(db, "'", "''")+"' AND TABLE_NAME = '"+strings.ReplaceAll(t, "'", "''")+"' ORDER BY ORDINAL_POSITION", func(row [][]byte) {
+	err := c.queryPrimary(ss, "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE "+tableIs(table)+" ORDER BY ORDINAL_POSITION", func(row [][]byte) {
 		if len(row) == 1 {
 			cols = append(cols, string(row[0]))
 		}
 	})
-	if endLease(l, err) {
-		return nil, backendLost(be.addr, err)
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -370,6 +357,37 @@ func (c *cluster) tableColumns(ss *Session, table string) ([]string, error) {
 	c.columns[table] = cols
 	c.colMu.Unlock()
 	return cols, nil
+}
+
+// tableIs is the condition on information_schema's TABLE_SCHEMA and
+// TABLE_NAME that selects table "db.table".
+func tableIs(table string) string {
+	db, t, _ := strings.Cut(table, ".")
+	return "TABLE_SCHEMA = '" + strings.ReplaceAll(db, "'", "''") + "' AND TABLE_NAME = '" + strings.ReplaceAll(t, "'", "''") + "'"
+}
+
+// queryPrimary runs the query sql on a pooled connection of the primary,
+// as the session's backend account, passing each row to fn.
+func (c *cluster) queryPrimary(ss *Session, sql string, fn func(row [][]byte)) error {
+	be, err := ss.primaryBackend(ss.srv.health.Snapshot(), c.conf.Load(), "", false)
+	if err != nil {
+		return err
+	}
+	k := ss.poolKey()
+	k.foundRows = false
+	p, err := be.poolFor(k)
+	if err != nil {
+		return err
+	}
+	l, err := p.Acquire(ss.context())
+	if err != nil {
+		return err
+	}
+	err = l.Conn().QueryRows(sql, fn)
+	if endLease(l, err) {
+		return backendLost(be.addr, err)
+	}
+	return err
 }
 
 // setBackends makes addrs the cluster's backends: new ones get pools

@@ -101,7 +101,8 @@ func (s *Server) Sessions() []SessionInfo {
 	return out
 }
 
-// showGateway answers SHOW GATEWAY BACKENDS, POOLS and SESSIONS from the
+// showGateway answers SHOW GATEWAY BACKENDS, POOLS, SESSIONS and
+// PROTECTIONS from the
 // gateway's own state, for people who only have a MySQL client.
 func (ss *Session) showGateway(what string) error {
 	str := func(s string) []byte { return []byte(s) }
@@ -176,8 +177,16 @@ func (ss *Session) showGateway(what string) error {
 		for _, si := range ss.srv.Sessions() {
 			rows = append(rows, [][]byte{num(int64(si.ID)), str(si.User), str(si.Client), yes(si.Busy), yes(si.InTxn), str(si.Pinned), str(si.Backend)})
 		}
+	case "protections":
+		cols = []wire.Column{col("Protection", false), col("Cluster", false), col("Scope", false), col("Mode", false),
+			col("Active", true), col("Total", true), col("Refused", true), col("Refused_wait", true),
+			col("Dry_run", true), col("Dry_run_refused", true)}
+		for _, p := range ss.srv.Protections() {
+			rows = append(rows, [][]byte{str(p.Protection), str(p.Cluster), str(p.Scope), str(p.Mode), num(p.Active), num(p.Total),
+				num(p.Refused), num(p.RefusedWait), num(p.DryRun), num(p.DryRunRefused)})
+		}
 	default:
-		return ss.writeErr(wire.NewError(1064, "42000", "You have an error in your SQL syntax: SHOW GATEWAY takes BACKENDS, POOLS or SESSIONS"))
+		return ss.writeErr(wire.NewError(1064, "42000", "You have an error in your SQL syntax: SHOW GATEWAY takes BACKENDS, POOLS, SESSIONS or PROTECTIONS"))
 	}
 	w := wire.ResultWriter{Conn: ss.client, Caps: ss.caps, Status: ss.status}
 	if err := w.Columns(cols); err != nil {

@@ -483,7 +483,24 @@ var (
 		"Connections closed for any reason: broken, expired, idle too long, over size, pool closed.", poolLabels, nil)
 )
 
+// Hot-row protection, per cluster only (tables are listed by SHOW
+// GATEWAY PROTECTIONS and the status page, not as labels: their number
+// is the users').
+var (
+	descHotRowQueued = prometheus.NewDesc("directgate_hot_row_queued",
+		"Statements waiting now in hot-row queues.", []string{"cluster"}, nil)
+	descHotRowQueuedTotal = prometheus.NewDesc("directgate_hot_row_queued_total",
+		"Statements that waited in a hot-row queue.", []string{"cluster"}, nil)
+	descHotRowRefused = prometheus.NewDesc("directgate_hot_row_refused_total",
+		"Statements refused by hot-row protection with error 1205: queue_full (hot_row.max_queue) or max_wait (waited hot_row.max_wait).", []string{"cluster", "reason"}, nil)
+	descHotRowDryRun = prometheus.NewDesc("directgate_hot_row_dry_run_total",
+		"In dry-run mode, statements hot-row protection would have queued (would) or refused at once (would_refuse).", []string{"cluster", "outcome"}, nil)
+	descHotRowMode = prometheus.NewDesc("directgate_hot_row_mode",
+		"Hot-row protection's mode: 1 for the current one of off, on and dry_run.", []string{"cluster", "mode"}, nil)
+)
+
 var allStateDescs = []*prometheus.Desc{
+	descHotRowQueued, descHotRowQueuedTotal, descHotRowRefused, descHotRowDryRun, descHotRowMode,
 	descRoundDuration, descProbesInFlight, descProbes,
 	descClientsOpen, descSessions, descSessionsSticky, descPins, descPinned, descInTxn, descSplitBrain, descNoPrimary,
 	descRounds, descSnapshotAge, descHasPrimary, descSplit,
@@ -577,6 +594,20 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, p := range s.PoolStats() {
 		collectPool(ch, p.Stat, p.Cluster, p.Backend, poolKind(p))
+	}
+	for _, r := range s.Protections() {
+		if r.Protection != "hot_row" || r.Scope != "*" {
+			continue
+		}
+		gauge(descHotRowQueued, float64(r.Active), r.Cluster)
+		counter(descHotRowQueuedTotal, float64(r.Total), r.Cluster)
+		counter(descHotRowRefused, float64(r.Refused-r.RefusedWait), r.Cluster, "queue_full")
+		counter(descHotRowRefused, float64(r.RefusedWait), r.Cluster, "max_wait")
+		counter(descHotRowDryRun, float64(r.DryRun), r.Cluster, "would")
+		counter(descHotRowDryRun, float64(r.DryRunRefused), r.Cluster, "would_refuse")
+		for _, m := range []string{"off", "on", "dry_run"} {
+			gauge(descHotRowMode, b2f(r.Mode == m), r.Cluster, m)
+		}
 	}
 }
 

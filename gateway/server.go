@@ -297,6 +297,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 		}
 		cl.applyBudgetConfig()
 		cl.setAutoIncrement(c.AutoIncrement)
+		cl.forgetKeys()
 		if c.Owner != before.Owner {
 			s.log.Warn("the owner address changes only with a restart", "cluster", c.Name, "running", before.Owner, "file", c.Owner)
 		}

@@ -43,6 +43,11 @@ type Session struct {
 	log     hclog.Logger
 	user    config.User
 	cluster *cluster
+	// hotHeld are the hot-row slots the session's transaction holds
+	// (hotrow.go), given back when the transaction ends; hotEnd is the
+	// relay hook that gives them back as the server reports it ended.
+	hotHeld []hotHold
+	hotEnd  func(*wire.Result)
 	// now is when the current command arrived (read once, in dispatch):
 	// the start of its metrics span, its SHOW PROCESSLIST time and the
 	// idle check of a pooled connection.
@@ -351,6 +356,11 @@ func (ss *Session) dispatch(p []byte) error {
 	ss.now = time.Now()
 	ss.proc.begin(p, ss.db, ss.now)
 	err := ss.dispatchCommand(p)
+	if len(ss.hotHeld) > 0 && ss.pins&pinTxn == 0 {
+		// The transaction is over, as the server reported: its rows are
+		// free for the next ones.
+		ss.releaseHotRows()
+	}
 	ss.proc.end(ss.db)
 	return err
 }
@@ -446,6 +456,9 @@ func (ss *Session) comQuery(p []byte) error {
 	}
 	if route.GatewayIDs {
 		p = ss.withGatewayIDs(p, sql)
+	}
+	if e := ss.hotRowText(route, sql); e != nil {
+		return ss.writeErr(e)
 	}
 	return ss.run(p, route, wire.ResponseQuery)
 }
@@ -557,6 +570,10 @@ func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind)
 			// Every result set of a procedure is followed by its final OK.
 			ss.relay.StatusHint |= wire.StatusMoreResults
 		}
+	}
+	ss.relay.BeforeEnd = nil
+	if len(ss.hotHeld) > 0 && kind == wire.ResponseQuery {
+		ss.relay.BeforeEnd = ss.hotRowsEnd()
 	}
 	ss.beginInFlight(conn)
 	ss.watchClient()
@@ -1337,6 +1354,7 @@ func (ss *Session) dropLease() {
 // connection with an open transaction or session state is reset (which
 // rolls the transaction back) before anyone else gets it.
 func (ss *Session) end() {
+	ss.releaseHotRows()
 	ss.gtidPending = false
 	if ss.lease == nil {
 		return

@@ -260,6 +260,9 @@ type statusView struct {
 	// Statements refused in split brain, and failed for want of a primary.
 	SplitBrainRefusals uint64 `json:"split_brain_refusals"`
 	NoPrimaryFailures  uint64 `json:"no_primary_failures"`
+	// Protections are the protections' counters (SHOW GATEWAY
+	// PROTECTIONS).
+	Protections []ProtectionRow `json:"protections"`
 }
 
 type clusterStatus struct {
@@ -377,6 +380,7 @@ func (s *Server) statusView() statusView {
 		SnapshotAgeSec:     now.Sub(snap.Time).Seconds(),
 		SampleSeconds:      sampleEvery.Seconds(),
 		SplitBrainRefusals: s.refusals.splitBrain.Load(), NoPrimaryFailures: s.refusals.noPrimary.Load(),
+		Protections: s.Protections(),
 	}
 	v.Ready, v.NotReady = s.readiness()
 	if f := s.fleet.Load(); f != nil {

@@ -49,6 +49,10 @@ type stmt struct {
 	// local is set for a statement the gateway runs itself (KILL): it is
 	// prepared on no backend connection.
 	local bool
+	// hot is the row the statement writes, for hot-row protection, once
+	// hotChecked (nil: none).
+	hot        *querypath.RowWrite
+	hotChecked bool
 }
 
 type longData struct {
@@ -323,6 +327,10 @@ func (ss *Session) comStmtExecute(p []byte) error {
 	}
 	if or, _ := ss.routeOwner(st.db, st.route); or != ownerNone {
 		return ss.executeOwner(st, p, flags)
+	}
+	if e := ss.hotRowExecute(st, p); e != nil {
+		st.resetLongData(ss)
+		return ss.writeErr(e)
 	}
 	return ss.executeBackend(st, p, flags)
 }

@@ -101,3 +101,32 @@ func FuzzFastPathIsConservative(f *testing.F) {
 		}
 	})
 }
+
+// FuzzHotRow: HotRow never panics, and what it recognises is one
+// statement, not a read, with a table and key candidates.
+func FuzzHotRow(f *testing.F) {
+	for _, tc := range classifyCases {
+		f.Add(tc.sql)
+	}
+	for _, s := range hotRowSeeds {
+		f.Add(s)
+	}
+	c := classifier(f)
+	f.Fuzz(func(t *testing.T, sql string) {
+		rw, ok := c.HotRow(sql)
+		if !ok {
+			return
+		}
+		if rw.Table == "" || len(rw.Eqs) == 0 {
+			t.Fatalf("HotRow(%q) = %+v", sql, rw)
+		}
+		for _, eq := range rw.Eqs {
+			if eq.Column == "" || eq.Param < -1 || eq.Param >= 0 && eq.Value != "" {
+				t.Fatalf("HotRow(%q): candidate %+v", sql, eq)
+			}
+		}
+		if r := c.Classify(sql); r.MultiStatement || r.Kind == KindRead {
+			t.Fatalf("HotRow(%q) recognised a %s (multi %v)", sql, r.Kind, r.MultiStatement)
+		}
+	})
+}

@@ -115,6 +115,10 @@ type Relay struct {
 	// a COM_STMT_PREPARE answer: clients see the gateway's ids, not the
 	// backend's.
 	StmtID uint32
+	// BeforeEnd, when set, is called with the result once the response
+	// has ended, before its last bytes are flushed to the client: for
+	// what must be done before the client can send its next command.
+	BeforeEnd func(res *Result)
 	// HoldReadOnly, when set, keeps an ERR 1290 (ER_OPTION_PREVENTS_STATEMENT,
 	// the server is read-only) that is the whole response from the client:
 	// Run returns it in Result.Err with Result.Held set and writes nothing,
@@ -281,6 +285,9 @@ func (r *Relay) steps() error {
 		if err != nil {
 			return err
 		}
+	}
+	if r.BeforeEnd != nil {
+		r.BeforeEnd(&rs.res)
 	}
 	if err := r.run.client.bw.Flush(); err != nil {
 		return &ClientError{err}

@@ -399,3 +399,30 @@ func TestForwardBufferedStopsBeforeNonRows(t *testing.T) {
 		})
 	}
 }
+
+// BeforeEnd sees the final status of the response before the client gets
+// its last packet, once.
+func TestRelayBeforeEnd(t *testing.T) {
+	var toClient bytes.Buffer
+	client := NewConn(&memConn{r: bytes.NewReader(nil), w: &toClient}, 4096, 4096)
+	okPkt := AppendOK(nil, OK{AffectedRows: 1, Status: StatusAutocommit})
+	backend := NewConn(&memConn{r: bytes.NewReader(packets(1, okPkt)), w: io.Discard}, 4096, 4096)
+	client.SetSeq(1)
+	backend.SetSeq(1)
+	calls := 0
+	r := &Relay{ClientCaps: CapProtocol41, BeforeEnd: func(res *Result) {
+		calls++
+		if res.Status != StatusAutocommit || res.OK.AffectedRows != 1 {
+			t.Errorf("BeforeEnd saw %+v", res)
+		}
+		if toClient.Len() != 0 {
+			t.Error("the client had the answer before BeforeEnd ran")
+		}
+	}}
+	if _, err := r.Run(client, backend, ResponseQuery); err != nil || calls != 1 {
+		t.Fatalf("err %v, %d calls", err, calls)
+	}
+	if !bytes.Equal(toClient.Bytes(), packets(1, okPkt)) {
+		t.Fatal("OK must pass unchanged")
+	}
+}

@@ -61,6 +61,17 @@
 // the gateway's health view after each of their runs is saved next to the
 // sysbench output. Without the gateway target there are no such cases.
 //
+// The hot-row cases (full runs, with the gateway target) run
+// e2e/bench/lua/hotrow.lua (-lua names its directory): 64 threads, each
+// transaction updating one of 4 rows, prepared statements, direct and
+// through a gateway without ("hotrow t=64", the main gateway) and with
+// hot-row protection ("hotrow protected t=64": hot_row max_concurrency 1,
+// max_queue 64). sysbench reports the 99th percentile for them, ignores
+// 1205 and 1213 (retrying the transaction), and each run also records the
+// rise of the primary's Innodb_row_lock_waits and its Threads_running,
+// sampled every 250 ms (median and maximum); summary.md lists them under
+// "Hot rows".
+//
 // For every run it records sysbench's QPS, p95 latency, ignored errors and
 // fatal failures (a failing run is recorded with sysbench's error text and
 // the benchmark goes on), and over the measured window (from sysbench's

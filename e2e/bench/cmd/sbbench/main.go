@@ -33,6 +33,8 @@ type settings struct {
 	CPUProfile bool   `json:"gateway_cpuprofile"`
 	Gateway    string `json:"gateway_binary"`
 	Gorelay    string `json:"gorelay_binary"`
+	// LuaDir holds the repository's sysbench scripts (hotrow.lua).
+	LuaDir string `json:"lua_dir"`
 	// Targets are what sysbench runs against in every round of a case, in
 	// this order: direct first, then the proxies and peers.
 	Targets    []string `json:"targets"`
@@ -81,6 +83,12 @@ type benchCase struct {
 	// on), so it uses two mariadbd while direct uses the
 	// primary alone.
 	ReplicaReads bool `json:"replica_reads"`
+	// HotRows marks a hot-row case: the workload is e2e/bench/lua/hotrow.lua
+	// (64 threads updating a few rows), sysbench reports the 99th
+	// percentile, and each run records MariaDB's Innodb_row_lock_waits and
+	// Threads_running. HotRowProtection turns the gateway's hot_row on.
+	HotRows          bool `json:"hot_rows,omitempty"`
+	HotRowProtection bool `json:"hot_row_protection,omitempty"`
 	// SkipTrx runs sysbench with --skip-trx=on (every target): every query
 	// in autocommit mode. The gateway keeps reads inside a transaction on
 	// the primary, so oltp_read_only's BEGIN ... COMMIT would never reach
@@ -95,6 +103,9 @@ const (
 	muxPoolSize  = 32
 	muxThreads   = 512
 )
+
+// hotRowThreads is the client thread count of the hot-row cases.
+const hotRowThreads = 64
 
 // replicaThreads is the client thread count of the replica-read cases.
 const replicaThreads = 8
@@ -237,6 +248,7 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	fs.BoolVar(&s.CPUProfile, "cpuprofile", envBool("BENCH_CPUPROFILE"), "pass --cpuprofile to the gateways; profiles go to the results dir (env BENCH_CPUPROFILE=1)")
 	fs.StringVar(&s.Gateway, "gateway", "bin/gateway", "gateway binary")
 	fs.StringVar(&s.Gorelay, "gorelay", "bin/gorelay", "gorelay binary (go build -o bin/gorelay ./e2e/bench/cmd/gorelay)")
+	fs.StringVar(&s.LuaDir, "lua", "e2e/bench/lua", "directory of the repository's sysbench scripts (hotrow.lua)")
 	targets := fs.String("targets", getenv("BENCH_TARGETS"), "comma-separated targets run in every round: direct (always run), haproxy, gorelay, gateway and peer names; "+
 		"default direct,haproxy,gorelay,gateway and every peer (env BENCH_TARGETS)")
 	peers := fs.String("peers", getenv("BENCH_PEERS"), "external endpoints forwarding to the benchmark's primary, as name=[user:password@]host:port[#pid],...; "+
@@ -374,6 +386,21 @@ func buildCases(s settings) ([]benchCase, error) {
 			}
 		}
 	}
+	if !s.Quick && slices.Contains(targets, targetGateway) {
+		// Hot rows: direct against the gateway without, then with,
+		// hot-row protection.
+		for _, prot := range []bool{false, true} {
+			name, gw := fmt.Sprintf("hotrow t=%d", hotRowThreads), "main"
+			if prot {
+				name, gw = fmt.Sprintf("hotrow protected t=%d", hotRowThreads), "hotrow"
+			}
+			all = append(all, benchCase{
+				Name: name, Workload: filepath.Join(s.LuaDir, "hotrow.lua"), PSMode: "auto", Threads: hotRowThreads,
+				Targets: []string{targetDirect, targetGateway}, Gateway: gw, PoolSize: mainPoolSize,
+				HotRows: true, HotRowProtection: prot,
+			})
+		}
+	}
 	if mux {
 		for _, ps := range []string{"auto", "disable"} {
 			all = append(all, benchCase{
@@ -397,10 +424,10 @@ func buildCases(s settings) ([]benchCase, error) {
 	}
 	if len(out) == 0 {
 		if s.Quick {
-			return nil, fmt.Errorf("-cases %q matches none of the quick run's cases (the read_only, 64-thread, mux and replica-read cases need a full run: unset BENCH_QUICK)", s.CaseFilter)
+			return nil, fmt.Errorf("-cases %q matches none of the quick run's cases (the read_only, 64-thread, mux, replica-read and hot-row cases need a full run: unset BENCH_QUICK)", s.CaseFilter)
 		}
 		if !replicas {
-			return nil, fmt.Errorf("-cases %q matches none of the cases (the replica-read cases need the gateway target)", s.CaseFilter)
+			return nil, fmt.Errorf("-cases %q matches none of the cases (the replica-read and hot-row cases need the gateway target)", s.CaseFilter)
 		}
 		return nil, fmt.Errorf("-cases %q matches none of the cases", s.CaseFilter)
 	}
@@ -512,6 +539,9 @@ func (b *bench) main(ctx context.Context) (err error) {
 		return err
 	}
 	if err := b.prepare(ctx); err != nil {
+		return err
+	}
+	if err := b.prepareHotRows(ctx); err != nil {
 		return err
 	}
 
@@ -848,6 +878,7 @@ func (b *bench) proxy(ctx context.Context, c benchCase, tgt string) (*proxyProc,
 			g.bin, g.user, g.pwd = b.s.Gateway, "app", "app"
 			g.backends = append(g.backends, b.replica.Addr())
 			g.poolSize, g.replicaReads, g.profile = c.PoolSize, c.ReplicaReads, b.s.CPUProfile
+			g.hotRow = c.HotRowProtection
 		case targetHAProxy:
 			g.bin = b.haproxy
 		case targetGorelay:
@@ -867,7 +898,7 @@ func (b *bench) proxy(ctx context.Context, c benchCase, tgt string) (*proxyProc,
 	if started {
 		what := ""
 		if g.kind == targetGateway {
-			what = fmt.Sprintf(" (pool %d, replica_reads %s)", g.poolSize, onOff(g.replicaReads))
+			what = fmt.Sprintf(" (pool %d, replica_reads %s, hot_row %s)", g.poolSize, onOff(g.replicaReads), onOff(g.hotRow))
 		}
 		logf("    %s%s on %s, pid %d", g.name, what, g.addr, g.pid())
 	}
@@ -949,9 +980,22 @@ func (b *bench) runOne(ctx context.Context, c benchCase, tgt string, round, runN
 	if c.SkipTrx {
 		extra = append(extra, "--skip-trx=on")
 	}
+	var hot *hotRowWatch
+	if c.HotRows {
+		// The later --percentile wins; lock wait timeouts (MariaDB's or
+		// the gateway's refusals) are counted, and the event retried.
+		extra = append(extra, "--percentile=99", "--mysql-ignore-errors=1205,1213")
+		var err error
+		if hot, err = b.watchHotRows(ctx); err != nil {
+			return r, err
+		}
+	}
 	args := sbArgs(c.Workload, "run", dst, b.s.Tables, b.s.TableSize, c.Threads, b.s.Seconds, c.PSMode, extra...)
 	hard := time.Duration(b.s.Seconds)*time.Second + 90*time.Second
 	sr, err := runSysbench(ctx, args, filepath.Join(b.dir, r.Output), hard, sample)
+	if hot != nil {
+		r.RowLockWaits, r.ThreadsRunningMedian, r.ThreadsRunningMax = hot.stop()
+	}
 	if err != nil {
 		return r, err
 	}
@@ -962,6 +1006,9 @@ func (b *bench) runOne(ctx context.Context, c benchCase, tgt string, round, runN
 	}
 	o := parseSysbench(sr.out)
 	r.Queries, r.QPS, r.TPS, r.P95Ms, r.AvgMs = o.Queries, o.QPS, o.TPS, o.P95Ms, o.AvgMs
+	if c.HotRows {
+		r.P99Ms = &o.P99Ms // sysbench reported the 99th percentile instead of the 95th
+	}
 	r.IgnoredErrors, r.Reconnects, r.TotalTimeS = o.IgnoredErrors, o.Reconnects, o.TotalTimeS
 	r.SysbenchCPUS = sr.clientCPU.Seconds()
 	r.CPUWindowS = sr.end.at.Sub(sr.begin.at).Seconds()

@@ -183,6 +183,7 @@ type proxyProc struct {
 	// Gateways only.
 	poolSize     int // per backend
 	replicaReads bool
+	hotRow       bool // hot_row: {max_concurrency: 1, max_queue: 64}
 	profile      bool // pass --cpuprofile
 
 	addr     string
@@ -203,6 +204,10 @@ func (g *proxyProc) gatewayConfig() string {
 	for i, b := range g.backends {
 		quoted[i] = strconv.Quote(b)
 	}
+	hotRow := "{max_concurrency: 0}"
+	if g.hotRow {
+		hotRow = "{max_concurrency: 1, max_queue: 64}"
+	}
 	return fmt.Sprintf(`# Written by sbbench (make bench).
 listen: %s
 http_listen: %s
@@ -216,7 +221,8 @@ clusters:
     pool: {size: %d, min_idle: 4, max_dials: 4, acquire_timeout: 10s}
     replica_reads: %s
     max_replica_lag: %s
-`, g.addr, g.httpAddr, g.user, g.pwd, strings.Join(quoted, ", "), g.poolSize, onOff(g.replicaReads), maxReplicaLag)
+    hot_row: %s
+`, g.addr, g.httpAddr, g.user, g.pwd, strings.Join(quoted, ", "), g.poolSize, onOff(g.replicaReads), maxReplicaLag, hotRow)
 }
 
 // haproxyMaxConn bounds HAProxy's connections (global and per frontend): the

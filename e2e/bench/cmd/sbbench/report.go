@@ -27,14 +27,23 @@ type runResult struct {
 	// distinct FATAL/error lines.
 	Failure string `json:"failure,omitempty"`
 
-	Queries       int64   `json:"queries"`
-	QPS           float64 `json:"qps"`
-	TPS           float64 `json:"tps"`
-	P95Ms         float64 `json:"p95_ms"`
-	AvgMs         float64 `json:"avg_ms"`
-	IgnoredErrors int64   `json:"ignored_errors"`
-	Reconnects    int64   `json:"reconnects"`
-	TotalTimeS    float64 `json:"sysbench_total_time_s"`
+	Queries int64   `json:"queries"`
+	QPS     float64 `json:"qps"`
+	TPS     float64 `json:"tps"`
+	P95Ms   float64 `json:"p95_ms"`
+	// P99Ms (hot-row cases, which report the 99th percentile instead of
+	// the 95th).
+	P99Ms *float64 `json:"p99_ms,omitempty"`
+	// RowLockWaits is the rise of the primary's Innodb_row_lock_waits over
+	// the run; ThreadsRunning* its Threads_running sampled every 250 ms
+	// (hot-row cases).
+	RowLockWaits         *int64   `json:"innodb_row_lock_waits,omitempty"`
+	ThreadsRunningMedian *float64 `json:"threads_running_median,omitempty"`
+	ThreadsRunningMax    *float64 `json:"threads_running_max,omitempty"`
+	AvgMs                float64  `json:"avg_ms"`
+	IgnoredErrors        int64    `json:"ignored_errors"`
+	Reconnects           int64    `json:"reconnects"`
+	TotalTimeS           float64  `json:"sysbench_total_time_s"`
 
 	// CPU is counted between sysbench's "Threads started!" and its report
 	// when CPUWindowExact, else from its start to its exit. Mariadbd* is
@@ -524,6 +533,7 @@ func markdown(d resultsDoc) string {
 		b.WriteString("| " + strings.Join(tableRow(s), " | ") + " |\n")
 	}
 	b.WriteString("\n![target/direct QPS ratios](ratios.svg)\n")
+	b.WriteString(hotRowMarkdown(d.Cases, d.Runs))
 
 	var fails strings.Builder
 	writeFailures(&fails, d.Summary, "")

@@ -60,6 +60,7 @@ type sbOutput struct {
 	QPS           float64
 	TPS           float64
 	P95Ms         float64
+	P99Ms         float64
 	AvgMs         float64
 	IgnoredErrors int64
 	Reconnects    int64
@@ -75,6 +76,7 @@ var (
 	reIgnored    = regexp.MustCompile(`(?m)^\s*ignored errors:\s+(\d+)`)
 	reReconnects = regexp.MustCompile(`(?m)^\s*reconnects:\s+(\d+)`)
 	reP95        = regexp.MustCompile(`(?m)^\s*95th percentile:\s+([\d.]+)`)
+	reP99        = regexp.MustCompile(`(?m)^\s*99th percentile:\s+([\d.]+)`)
 	reAvg        = regexp.MustCompile(`(?m)^\s*avg:\s+([\d.]+)`)
 	reTotalTime  = regexp.MustCompile(`(?m)^\s*total time:\s+([\d.]+)s`)
 )
@@ -99,6 +101,9 @@ func parseSysbench(out string) sbOutput {
 	}
 	if m := reP95.FindStringSubmatch(out); m != nil {
 		o.P95Ms, _ = strconv.ParseFloat(m[1], 64)
+	}
+	if m := reP99.FindStringSubmatch(out); m != nil {
+		o.P99Ms, _ = strconv.ParseFloat(m[1], 64)
 	}
 	if m := reAvg.FindStringSubmatch(out); m != nil {
 		o.AvgMs, _ = strconv.ParseFloat(m[1], 64)

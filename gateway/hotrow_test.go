@@ -1,0 +1,270 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/directgate/directgate/config"
+	"github.com/directgate/directgate/querypath"
+)
+
+func hotConf(conc, queue int, wait time.Duration, dry bool) config.HotRow {
+	return config.HotRow{MaxConcurrency: conc, MaxQueue: &queue, MaxWait: wait, DryRun: config.Switch(dry)}
+}
+
+var testRow = hotKey{table: "db.t", column: "id", value: "1"}
+
+// Waiters get the row in the order they came, one at a time.
+func TestHotRowFIFO(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var h hotRows
+		cfg := hotConf(1, 10, time.Minute, false)
+		if held, err := h.acquire(context.Background(), testRow, cfg, nil); !held || err != nil {
+			t.Fatalf("first acquire: %v %v", held, err)
+		}
+		var mu sync.Mutex
+		var order []int
+		var wg sync.WaitGroup
+		for i := range 5 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				held, err := h.acquire(context.Background(), testRow, cfg, nil)
+				if !held || err != nil {
+					t.Errorf("waiter %d: %v %v", i, held, err)
+					return
+				}
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				h.release(testRow.slot(), cfg.MaxConcurrency)
+			}()
+			synctest.Wait() // waiter i is queued before i+1 comes
+		}
+		if rows := h.protectionRows("c", &config.Cluster{HotRow: cfg}); rows[0].Active != 5 || rows[0].Total != 5 {
+			t.Errorf("while queued: %+v", rows[0])
+		}
+		h.release(testRow.slot(), cfg.MaxConcurrency)
+		wg.Wait()
+		if fmt.Sprint(order) != "[0 1 2 3 4]" {
+			t.Errorf("order %v, want 0..4", order)
+		}
+		rows := h.protectionRows("c", &config.Cluster{HotRow: cfg})
+		if rows[0].Active != 0 || rows[0].Total != 5 || rows[0].Mode != "on" || len(rows) != 2 || rows[1].Scope != "db.t" {
+			t.Errorf("after: %+v", rows)
+		}
+		if s := h.slots[testRow.slot()]; s.holders != 0 || len(s.waiters) != 0 {
+			t.Errorf("slot left %+v", s)
+		}
+	})
+}
+
+// Past max_queue the next is refused at once with 1205 naming the row.
+func TestHotRowQueueFull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var h hotRows
+		cfg := hotConf(1, 2, time.Minute, false)
+		h.acquire(context.Background(), testRow, cfg, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		for range 2 {
+			go h.acquire(ctx, testRow, cfg, nil)
+		}
+		synctest.Wait()
+		held, err := h.acquire(context.Background(), testRow, cfg, nil)
+		if held || err == nil || err.Code != 1205 || err.State != "HY000" ||
+			!strings.Contains(err.Message, "hot row db.t key id=1 has 2 transactions queued") {
+			t.Fatalf("third waiter: %v %v", held, err)
+		}
+		// Another row is not affected.
+		other := hotKey{table: "db.t", column: "id", value: "2"}
+		if held, err := h.acquire(context.Background(), other, cfg, nil); !held || err != nil {
+			t.Errorf("other row: %v %v", held, err)
+		}
+		cancel()
+		synctest.Wait()
+		rows := h.protectionRows("c", &config.Cluster{HotRow: cfg})
+		if rows[0].Refused != 1 || rows[0].Active != 0 {
+			t.Errorf("counters %+v", rows[0])
+		}
+	})
+}
+
+// A waiter gives up after max_wait (1205), or when its client is gone
+// (and then nothing holds the row on its behalf).
+func TestHotRowWaitBounds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var h hotRows
+		cfg := hotConf(1, 5, 3*time.Second, false)
+		h.acquire(context.Background(), testRow, cfg, nil)
+		start := time.Now()
+		held, err := h.acquire(context.Background(), testRow, cfg, nil)
+		if held || err == nil || err.Code != 1205 || !strings.Contains(err.Message, "hot_row.max_wait") {
+			t.Fatalf("timed out waiter: %v %v", held, err)
+		}
+		if d := time.Since(start); d != 3*time.Second {
+			t.Errorf("waited %v", d)
+		}
+		var gone atomic.Bool
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			held, err := h.acquire(context.Background(), testRow, cfg, gone.Load)
+			if held || err == nil || err.Code != 1317 {
+				t.Errorf("gone waiter: %v %v", held, err)
+			}
+		}()
+		synctest.Wait()
+		gone.Store(true)
+		wg.Wait()
+		h.release(testRow.slot(), cfg.MaxConcurrency)
+		if s := h.slots[testRow.slot()]; s.holders != 0 || len(s.waiters) != 0 {
+			t.Errorf("slot left %+v", s)
+		}
+		rows := h.protectionRows("c", &config.Cluster{HotRow: cfg})
+		if rows[0].Refused != 1 || rows[0].RefusedWait != 1 || rows[0].Total != 2 {
+			t.Errorf("counters %+v", rows[0])
+		}
+	})
+}
+
+// Dry run never waits: it counts what would have waited or been refused.
+func TestHotRowDryRun(t *testing.T) {
+	var h hotRows
+	cfg := hotConf(1, 1, time.Minute, true)
+	for i := range 3 {
+		if held, err := h.acquire(context.Background(), testRow, cfg, nil); !held || err != nil {
+			t.Fatalf("acquire %d: %v %v", i, held, err)
+		}
+	}
+	rows := h.protectionRows("c", &config.Cluster{HotRow: cfg})
+	if r := rows[0]; r.Mode != "dry_run" || r.DryRun != 2 || r.DryRunRefused != 1 || r.Total != 0 || r.Active != 0 {
+		t.Errorf("counters %+v", r)
+	}
+	for range 3 {
+		h.release(testRow.slot(), cfg.MaxConcurrency)
+	}
+	if s := h.slots[testRow.slot()]; s.holders != 0 {
+		t.Errorf("slot left %+v", s)
+	}
+}
+
+// max_concurrency 2 lets two in; turning protection off (0) while some
+// wait lets every waiter go.
+func TestHotRowConcurrencyAndOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var h hotRows
+		cfg := hotConf(2, 10, time.Minute, false)
+		for range 2 {
+			if held, _ := h.acquire(context.Background(), testRow, cfg, nil); !held {
+				t.Fatal("not admitted")
+			}
+		}
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if held, err := h.acquire(context.Background(), testRow, cfg, nil); !held || err != nil {
+					t.Errorf("waiter: %v %v", held, err)
+				}
+			}()
+		}
+		synctest.Wait()
+		h.release(testRow.slot(), 0) // reloaded with protection off
+		wg.Wait()
+		if s := h.slots[testRow.slot()]; s.holders != 4 || len(s.waiters) != 0 {
+			t.Errorf("slot %+v", s)
+		}
+	})
+}
+
+func TestHotRowCandidate(t *testing.T) {
+	c, err := querypath.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sql, want := range map[string]bool{
+		"UPDATE t SET n = 1 WHERE id = 1":                              true,
+		"delete from t where id = 1":                                   true,
+		"SELECT * FROM t WHERE id = 1 FOR\n UPDATE":                    true,
+		"INSERT INTO t (id) VALUES (1) ON DUPLICATE KEY UPDATE id = 1": true,
+		"INSERT INTO t (id) VALUES (1)":                                false,
+		"SELECT * FROM t WHERE id = 1":                                 false,
+		"UPDATE t SET n = 1 WHERE id = 1; SELECT 1":                    false,
+	} {
+		if got := hotRowCandidate(c.Classify(sql), sql); got != want {
+			t.Errorf("hotRowCandidate(%q) = %v, want %v", sql, got, want)
+		}
+		// The cheap check never hides what the parser would recognise.
+		if _, ok := c.HotRow(sql); ok && !want {
+			t.Errorf("HotRow recognises %q, which hotRowCandidate skips", sql)
+		}
+	}
+}
+
+// Keys are spread over the slots and stay in range.
+func TestHotKeySlot(t *testing.T) {
+	seen := map[int]bool{}
+	for i := range 1000 {
+		k := hotKey{table: "db.t", column: "id", value: string(rune('a'+i%26)) + string(rune('0'+i/26%10)) + string(rune('0'+i/260))}
+		s := k.slot()
+		if s < 0 || s >= hotRowSlots {
+			t.Fatalf("slot %d", s)
+		}
+		seen[s] = true
+	}
+	if len(seen) < 900 {
+		t.Errorf("1000 keys in %d slots", len(seen))
+	}
+}
+
+// The protections' counters reach the status page, its JSON and the
+// metrics (with a cluster label only).
+func TestProtectionsViews(t *testing.T) {
+	f := newStatusFixture(t, "fake:1")
+	c := f.srv.clusters["main"]
+	conf := *c.conf.Load()
+	conf.HotRow = hotConf(1, 0, time.Minute, false)
+	c.conf.Store(&conf)
+	if held, _ := c.hot.acquire(context.Background(), testRow, conf.HotRow, nil); !held {
+		t.Fatal("not admitted")
+	}
+	if held, err := c.hot.acquire(context.Background(), testRow, conf.HotRow, nil); held || err == nil {
+		t.Fatal("not refused")
+	}
+	_, page := f.get(t, "/debug/status")
+	for _, want := range []string{"<h2>protections</h2>", `<td class="addr">db.t</td>`, `<span class="pill ok">on</span>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("status page lacks %s", want)
+		}
+	}
+	_, js := f.get(t, "/debug/status?format=json")
+	var view struct{ Protections []ProtectionRow }
+	if err := json.Unmarshal([]byte(js), &view); err != nil {
+		t.Fatal(err)
+	}
+	if p := view.Protections; len(p) != 2 || p[0].Protection != "hot_row" || p[0].Scope != "*" || p[0].Refused != 1 || p[1].Scope != "db.t" {
+		t.Errorf("status JSON protections: %+v", p)
+	}
+	fams := f.scrape(t)
+	if v, ok := series(fams, "directgate_hot_row_refused_total", map[string]string{"cluster": "main", "reason": "queue_full"}); !ok || v != 1 {
+		t.Errorf("refused metric %v %v", v, ok)
+	}
+	if v, ok := series(fams, "directgate_hot_row_mode", map[string]string{"cluster": "main", "mode": "on"}); !ok || v != 1 {
+		t.Errorf("mode metric %v %v", v, ok)
+	}
+	for name, fam := range fams {
+		if strings.HasPrefix(name, "directgate_hot_row") && labelNames(fam)["table"] {
+			t.Errorf("%s has a table label", name)
+		}
+	}
+}
