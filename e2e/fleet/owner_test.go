@@ -1,10 +1,12 @@
 package fleet_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -464,6 +466,9 @@ func TestOwnerPausedLeaderIsFenced(t *testing.T) {
 	if err := leader.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// The stop is asynchronous: on a busy machine the leader could still
+	// answer the statement below, rightly, before it stops.
+	waitFor(t, "every thread of the leader to stop", func() bool { return stopped(leader.cmd.Process.Pid) })
 	at := time.Now()
 	resumed := false
 	defer func() {
@@ -648,4 +653,25 @@ func TestOwnerFailoverMessages(t *testing.T) {
 	}
 	t.Logf("all %d messages delivered and acked %v after the kill; %d delivered again (the 50 the dead leader had sent unacked come back after the 1 s ack wait)",
 		total, took.Round(time.Millisecond), again)
+}
+
+// stopped reports whether every thread of process pid is stopped (state T
+// in /proc/pid/task/*/stat).
+func stopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		// The state follows the command name, which is in parentheses.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 || i+2 >= len(stat) || (stat[i+2] != 'T' && stat[i+2] != 't') {
+			return false
+		}
+	}
+	return true
 }
