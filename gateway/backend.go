@@ -549,6 +549,10 @@ func (c *cluster) dial(ctx context.Context, be *backend, k poolKey) (*backendCon
 	o.Caps |= wire.CapSessionTrack | wire.CapDeprecateEOF
 	bt := c.tls.Load()
 	o.TLS, o.TLSPreferred = bt.conf, bt.preferred
+	// Read before the login, as reset does: a SET GLOBAL that lands while
+	// this dial is in flight then makes the connection look older than
+	// it is (a needless reset), never newer (old defaults served as new).
+	globals := c.globals.Load()
 	bc, err := wire.Dial(ctx, be.addr, o)
 	if err != nil {
 		var sqlErr *wire.SQLError
@@ -561,7 +565,7 @@ func (c *cluster) dial(ctx context.Context, be *backend, k poolKey) (*backendCon
 	conn := &backendConn{
 		BackendConn: bc, addr: be.addr, be: be, multiStmt: true,
 		user: user, password: password, key: k, insertIDKnown: true,
-		globals: c.globals.Load(),
+		globals: globals,
 	}
 	if err := c.initSession(conn); err != nil {
 		bc.Close()

@@ -48,6 +48,11 @@ type Session struct {
 	// relay hook that gives them back as the server reports it ended.
 	hotHeld []hotHold
 	hotEnd  func(*wire.Result)
+	// setsGlobal says the statement being exchanged may change global
+	// variables (a SET GLOBAL); globalEnd and bothEnd are the relay hooks
+	// that count it before its answer reaches the client (see endHook).
+	setsGlobal         bool
+	globalEnd, bothEnd func(*wire.Result)
 	// now is when the current command arrived (read once, in dispatch):
 	// the start of its metrics span, its SHOW PROCESSLIST time and the
 	// idle check of a pooled connection.
@@ -511,8 +516,9 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 		}
 		ss.relay.HoldReadOnly = retryable && ss.leaseRole == rolePrimary
 		ss.relay.Results = route.Statements
+		ss.setsGlobal = route.SetsGlobal
 		res, err := ss.exchange(conn, p, kind)
-		ss.relay.HoldReadOnly, ss.relay.Results = false, 0
+		ss.relay.HoldReadOnly, ss.relay.Results, ss.setsGlobal = false, 0, false
 		sp.served(ss.leaseRole, res, err)
 		switch out, err := ss.afterTry(&rt, conn, pinned, retryable, route, res, err, true); out {
 		case tryAgain:
@@ -571,10 +577,7 @@ func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind)
 			ss.relay.StatusHint |= wire.StatusMoreResults
 		}
 	}
-	ss.relay.BeforeEnd = nil
-	if len(ss.hotHeld) > 0 && kind == wire.ResponseQuery {
-		ss.relay.BeforeEnd = ss.hotRowsEnd()
-	}
+	ss.relay.BeforeEnd = ss.endHook(kind)
 	ss.beginInFlight(conn)
 	ss.watchClient()
 	res, err := ss.relay.Run(ss.client, conn.Conn, kind)
@@ -963,7 +966,9 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 	}
 	if route.SetsGlobal && (ok || route.MultiStatement) {
 		// Later sessions start with the new defaults: connections
-		// logged in before are reset before they serve one.
+		// logged in before are reset before they serve one. Counted
+		// before the answer reached the client too (endHook); again
+		// here for an answer cut short, which that hook never saw.
 		ss.cluster.globals.Add(1)
 	}
 	if conn.closed || !ok && closesConnection(res.Err.Code) || ok && route.Release && !route.MultiStatement {
@@ -1428,4 +1433,32 @@ func (ss *Session) poolKey() poolKey {
 		}
 	}
 	return k
+}
+
+// endHook is the relay's BeforeEnd for the statement being exchanged: what
+// must be done before its answer reaches the client, since the client may
+// start its next statement, or another session, the moment it has it. Nil
+// for most statements. A SET GLOBAL is counted then (cluster.globals), so
+// a session started after the client saw the OK never takes a pooled
+// connection with the old defaults; hot rows are given back when the
+// transaction ends (hotrow.go).
+func (ss *Session) endHook(kind wire.ResponseKind) func(*wire.Result) {
+	hot := len(ss.hotHeld) > 0 && kind == wire.ResponseQuery
+	switch {
+	case !ss.setsGlobal && !hot:
+		return nil
+	case !ss.setsGlobal:
+		return ss.hotRowsEnd()
+	}
+	if ss.globalEnd == nil {
+		ss.globalEnd = func(*wire.Result) { ss.cluster.globals.Add(1) }
+		ss.bothEnd = func(res *wire.Result) {
+			ss.globalEnd(res)
+			ss.hotRowsEnd()(res)
+		}
+	}
+	if hot {
+		return ss.bothEnd
+	}
+	return ss.globalEnd
 }

@@ -411,8 +411,9 @@ func (ss *Session) executeBackend(st *stmt, p []byte, flags byte) error {
 		ss.relay.HoldReadOnly = retryable && ss.leaseRole == rolePrimary
 		ss.relay.Cursor = flags&0x0f != 0
 		ss.execCall = isCall(sql)
+		ss.setsGlobal = route.SetsGlobal
 		res, err := ss.exchange(conn, p, wire.ResponseQuery)
-		ss.relay.HoldReadOnly, ss.relay.Cursor, ss.execCall = false, false, false
+		ss.relay.HoldReadOnly, ss.relay.Cursor, ss.execCall, ss.setsGlobal = false, false, false, false
 		sp.served(ss.leaseRole, res, err)
 		out, err := ss.afterTry(&rt, conn, pinned, retryable, route, res, err, false)
 		if out == tryAgain {
