@@ -224,14 +224,7 @@ func TestHotRowRefusal(t *testing.T) {
 func TestHotRowKeysOnly(t *testing.T) {
 	hotRowTable(t)
 	_, db := hotRowGateway(t, "{max_concurrency: 1, max_queue: 0}", 4, false)
-	tx, err := db.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.Exec("SELECT * FROM hotrow WHERE code = 'three' FOR UPDATE"); err != nil {
-		t.Fatal(err)
-	}
+	holdRow(t, db, "SELECT * FROM hotrow WHERE code = 'three' FOR UPDATE")
 	for _, q := range []string{
 		"UPDATE hotrow SET n = 5 WHERE code = 'three'",
 		"DELETE FROM hotrow WHERE code = 'THREE'",
@@ -239,7 +232,7 @@ func TestHotRowKeysOnly(t *testing.T) {
 		// A new id, but the unique code meets row 3.
 		"INSERT INTO hotrow (id, code) VALUES (9, 'three') ON DUPLICATE KEY UPDATE n = n + 1",
 	} {
-		_, err = db.Exec(q)
+		_, err := db.Exec(q)
 		if me := sqlErr(t, err, 1205, "HY000"); !strings.Contains(me.Message, "hot row e2e.hotrow key code=three") {
 			t.Errorf("%s: not refused by the gateway: %s", q, me.Message)
 		}
@@ -282,15 +275,8 @@ func TestHotRowDryRun(t *testing.T) {
 func TestHotRowShowProtections(t *testing.T) {
 	hotRowTable(t)
 	srv, db := hotRowGateway(t, "{max_concurrency: 1, max_queue: 0}", 2, false)
-	tx, err := db.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.Exec("UPDATE hotrow SET n = 1 WHERE id = 1"); err != nil {
-		t.Fatal(err)
-	}
-	_, err = db.Exec("UPDATE hotrow SET n = 1 WHERE id = 1")
+	holdRow(t, db, "UPDATE hotrow SET n = 1 WHERE id = 1")
+	_, err := db.Exec("UPDATE hotrow SET n = 1 WHERE id = 1")
 	sqlErr(t, err, 1205, "HY000")
 	_, err = db.Exec("SHOW GATEWAY PROTECTIONS")
 	sqlErr(t, err, 1227, "42000")
@@ -330,15 +316,8 @@ func TestHotRowReload(t *testing.T) {
 		}
 	}
 	reload("{max_concurrency: 1, max_queue: 0}")
-	tx, err := db.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.Exec("UPDATE hotrow SET n = 1 WHERE id = 1"); err != nil {
-		t.Fatal(err)
-	}
-	_, err = db.Exec("UPDATE hotrow SET n = 1 WHERE id = 1")
+	holdRow(t, db, "UPDATE hotrow SET n = 1 WHERE id = 1")
+	_, err := db.Exec("UPDATE hotrow SET n = 1 WHERE id = 1")
 	sqlErr(t, err, 1205, "HY000")
 	if tot := hotRowTotals(srv); tot.Mode != "on" || tot.Refused != 1 {
 		t.Errorf("counters %+v", tot)
@@ -346,5 +325,19 @@ func TestHotRowReload(t *testing.T) {
 	reload("{max_concurrency: 0}")
 	if tot := hotRowTotals(srv); tot.Mode != "off" {
 		t.Errorf("mode after reload %q", tot.Mode)
+	}
+}
+
+// holdRow runs q in a transaction of db that stays open until the end of
+// the test: the row q locks is held.
+func holdRow(t *testing.T, db *sql.DB, q string) {
+	t.Helper()
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback() })
+	if _, err := tx.Exec(q); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -422,21 +422,16 @@ func (ss *Session) hotRowExecute(st *stmt, p []byte) *wire.SQLError {
 	return ss.hotRowEnter(st.db, st.hot, param)
 }
 
-// hotRowsEnd returns the relay hook (made once per session) that gives
-// the session's rows back when the statement's final OK or EOF says no
-// transaction is open any more: before that packet reaches the client,
-// so a client that ends its transaction and at once starts the next one
-// on another connection finds the row free. (After an error the rows are
+// hotRowsEnd gives the session's rows back when the statement's final OK
+// or EOF (res) says no transaction is open any more. It runs in the
+// relay's BeforeEnd (endHook): before that packet reaches the client, so
+// a client that ends its transaction and at once starts the next one on
+// another connection finds the row free. (After an error the rows are
 // given back once the session has asked the server, in dispatch.)
-func (ss *Session) hotRowsEnd() func(*wire.Result) {
-	if ss.hotEnd == nil {
-		ss.hotEnd = func(res *wire.Result) {
-			if res.Err == nil && res.Status&(wire.StatusInTrans|wire.StatusMoreResults) == 0 {
-				ss.releaseHotRows()
-			}
-		}
+func (ss *Session) hotRowsEnd(res *wire.Result) {
+	if res.Err == nil && res.Status&(wire.StatusInTrans|wire.StatusMoreResults) == 0 {
+		ss.releaseHotRows()
 	}
-	return ss.hotEnd
 }
 
 // releaseHotRows gives back every row slot the session holds: its

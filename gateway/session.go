@@ -44,15 +44,14 @@ type Session struct {
 	user    config.User
 	cluster *cluster
 	// hotHeld are the hot-row slots the session's transaction holds
-	// (hotrow.go), given back when the transaction ends; hotEnd is the
-	// relay hook that gives them back as the server reports it ended.
+	// (hotrow.go), given back when the transaction ends.
 	hotHeld []hotHold
-	hotEnd  func(*wire.Result)
 	// setsGlobal says the statement being exchanged may change global
-	// variables (a SET GLOBAL); globalEnd and bothEnd are the relay hooks
-	// that count it before its answer reaches the client (see endHook).
-	setsGlobal         bool
-	globalEnd, bothEnd func(*wire.Result)
+	// variables (a SET GLOBAL); endHot says its answer may end the
+	// transaction holding hot rows. atEnd acts on both before the answer
+	// reaches the client (endHook); it is ss.beforeEnd, made once.
+	setsGlobal, endHot bool
+	atEnd              func(*wire.Result)
 	// now is when the current command arrived (read once, in dispatch):
 	// the start of its metrics span, its SHOW PROCESSLIST time and the
 	// idle check of a pooled connection.
@@ -1443,22 +1442,22 @@ func (ss *Session) poolKey() poolKey {
 // connection with the old defaults; hot rows are given back when the
 // transaction ends (hotrow.go).
 func (ss *Session) endHook(kind wire.ResponseKind) func(*wire.Result) {
-	hot := len(ss.hotHeld) > 0 && kind == wire.ResponseQuery
-	switch {
-	case !ss.setsGlobal && !hot:
+	ss.endHot = len(ss.hotHeld) > 0 && kind == wire.ResponseQuery
+	if !ss.setsGlobal && !ss.endHot {
 		return nil
-	case !ss.setsGlobal:
-		return ss.hotRowsEnd()
 	}
-	if ss.globalEnd == nil {
-		ss.globalEnd = func(*wire.Result) { ss.cluster.globals.Add(1) }
-		ss.bothEnd = func(res *wire.Result) {
-			ss.globalEnd(res)
-			ss.hotRowsEnd()(res)
-		}
+	if ss.atEnd == nil {
+		ss.atEnd = ss.beforeEnd
 	}
-	if hot {
-		return ss.bothEnd
+	return ss.atEnd
+}
+
+// beforeEnd is endHook's hook.
+func (ss *Session) beforeEnd(res *wire.Result) {
+	if ss.setsGlobal {
+		ss.cluster.globals.Add(1)
 	}
-	return ss.globalEnd
+	if ss.endHot {
+		ss.hotRowsEnd(res)
+	}
 }
