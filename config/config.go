@@ -148,6 +148,11 @@ type User struct {
 	// KILL, KILL of any form) and may run SHOW GATEWAY. Others see and
 	// kill only their own sessions. Default false.
 	Admin bool `yaml:"admin"`
+	// Priority (0 to 100) decides whose work the protections hold back
+	// first: throttling and load shedding act on lower priorities
+	// before higher ones, and a priority of 100 is never throttled or
+	// shed. Default 50.
+	Priority *int `yaml:"priority"`
 }
 
 // HTTP secures the gateway's HTTP endpoints.
@@ -301,6 +306,103 @@ type Cluster struct {
 	// write or lock one row (by primary or unique key) at once. Default
 	// off. Reloadable.
 	HotRow HotRow `yaml:"hot_row"`
+	// Throttle delays and refuses new write transactions while the
+	// cluster's replicas lag. Default off. Reloadable.
+	Throttle Throttle `yaml:"throttle"`
+	// Consolidation runs identical reads that are in flight at the same
+	// moment once. Default off. Reloadable.
+	Consolidation Consolidation `yaml:"consolidation"`
+	// Shedding refuses a growing fraction of new low-priority statements
+	// while a backend is overloaded. Default off. Reloadable.
+	Shedding Shedding `yaml:"shedding"`
+}
+
+// Throttle configures transaction throttling by replica lag. While the
+// worst lag among the cluster's serving replicas exceeds MaxLag, a new
+// write transaction (a write outside an open transaction, or the first
+// write of one) is delayed, with a probability that rises smoothly with
+// the lag and falls with the user's priority; one delayed past MaxDelay
+// is refused. Reads, and statements of a transaction that has already
+// written, are never throttled.
+type Throttle struct {
+	// MaxLag is the replica lag past which writes are throttled. Default
+	// 0: throttling off.
+	MaxLag time.Duration `yaml:"max_lag"`
+	// MaxDelay bounds how long one write waits for the lag to fall;
+	// past it the write is refused. Default 2s.
+	MaxDelay time.Duration `yaml:"max_delay"`
+	// DryRun counts the writes that would have been delayed or refused,
+	// without delaying any. Default off.
+	DryRun Switch `yaml:"dry_run"`
+}
+
+// Consolidation configures query consolidation: identical reads
+// (same bytes, database, session variables and user, outside a
+// transaction, not locking, deterministic) in flight on the same backend
+// at the same moment run once, and every waiting client gets the same
+// result.
+type Consolidation struct {
+	// Enabled turns consolidation on. Default off.
+	Enabled Switch `yaml:"enabled"`
+	// MaxResultBytes bounds the result a leader keeps for its followers;
+	// past it the followers run their own statement. Default 1MiB.
+	MaxResultBytes ByteSize `yaml:"max_result_bytes"`
+}
+
+// Shedding configures load shedding: while a backend has more than
+// MaxInFlight statements running, or statements waited longer than
+// MaxQueueWait for one of its connections, the gateway refuses a small,
+// growing fraction of new statements of low-priority users at once
+// (error 1040, "gateway overloaded, retry"), never inside a transaction.
+type Shedding struct {
+	// MaxInFlight is the statements running on one backend past which
+	// the gateway sheds. Default 0: no limit.
+	MaxInFlight int `yaml:"max_in_flight"`
+	// MaxQueueWait is the wait for a pooled connection past which the
+	// gateway sheds. Default 0: no limit.
+	MaxQueueWait time.Duration `yaml:"max_queue_wait"`
+}
+
+// ByteSize is a size in bytes, written as a number with an optional
+// unit: B, KiB, MiB, GiB (powers of 1024) or KB, MB, GB (powers of 1000).
+type ByteSize int64
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParseByteSize(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*b = v
+	return nil
+}
+
+// ParseByteSize reads a ByteSize: "1048576", "1MiB", "512 KiB".
+func ParseByteSize(s string) (ByteSize, error) {
+	t := strings.TrimSpace(s)
+	i := 0
+	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return 0, fmt.Errorf("%q is not a size (a number with an optional unit: B, KiB, MiB, GiB, KB, MB, GB)", s)
+	}
+	var n int64
+	for _, c := range t[:i] {
+		if n > (1<<62)/10 {
+			return 0, fmt.Errorf("%q is too large", s)
+		}
+		n = n*10 + int64(c-'0')
+	}
+	units := map[string]int64{"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 1e3, "mb": 1e6, "gb": 1e9}
+	m, ok := units[strings.ToLower(strings.TrimSpace(t[i:]))]
+	if !ok {
+		return 0, fmt.Errorf("%q is not a size (a number with an optional unit: B, KiB, MiB, GiB, KB, MB, GB)", s)
+	}
+	if n > (1<<62)/m {
+		return 0, fmt.Errorf("%q is too large", s)
+	}
+	return ByteSize(n * m), nil
 }
 
 // HotRow configures hot-row protection. Statements that change or lock
@@ -446,6 +548,9 @@ func (c *Config) ApplyDefaults() {
 		c.AuthFailureDelay = ptr(time.Second)
 	}
 	for i := range c.Users {
+		if c.Users[i].Priority == nil {
+			c.Users[i].Priority = ptr(50)
+		}
 		if c.Users[i].Cluster == "" && len(c.Clusters) > 0 {
 			c.Users[i].Cluster = c.Clusters[0].Name
 		}
@@ -497,6 +602,12 @@ func (c *Config) ApplyDefaults() {
 		}
 		if cl.HotRow.MaxWait == 0 {
 			cl.HotRow.MaxWait = 10 * time.Second
+		}
+		if cl.Throttle.MaxDelay == 0 {
+			cl.Throttle.MaxDelay = 2 * time.Second
+		}
+		if cl.Consolidation.MaxResultBytes == 0 {
+			cl.Consolidation.MaxResultBytes = 1 << 20
 		}
 		p := &cl.Pool
 		if p.Size == 0 {
@@ -596,6 +707,9 @@ func (c *Config) Validate() error {
 		if u.MaxPoolShare < 0 || u.MaxPoolShare > 1 {
 			bad(fmt.Sprintf("users[%d].max_pool_share", i), "%v is not a share between 0 and 1", u.MaxPoolShare)
 		}
+		if u.Priority != nil && (*u.Priority < 0 || *u.Priority > 100) {
+			bad(fmt.Sprintf("users[%d].priority", i), "%d is not between 0 and 100", *u.Priority)
+		}
 	}
 	if c.AuthFailureLimit < 0 {
 		bad("auth_failure_limit", "must not be negative")
@@ -688,6 +802,21 @@ func (c *Config) Validate() error {
 		}
 		if cl.HotRow.MaxWait < 0 {
 			bad(k+".hot_row.max_wait", "must not be negative")
+		}
+		if cl.Throttle.MaxLag < 0 {
+			bad(k+".throttle.max_lag", "must not be negative (0 turns throttling off)")
+		}
+		if cl.Throttle.MaxDelay < 0 {
+			bad(k+".throttle.max_delay", "must not be negative")
+		}
+		if cl.Consolidation.MaxResultBytes < 0 {
+			bad(k+".consolidation.max_result_bytes", "must not be negative")
+		}
+		if cl.Shedding.MaxInFlight < 0 {
+			bad(k+".shedding.max_in_flight", "must not be negative (0: no limit)")
+		}
+		if cl.Shedding.MaxQueueWait < 0 {
+			bad(k+".shedding.max_queue_wait", "must not be negative (0: no limit)")
 		}
 		checkQualified := func(key, name string) {
 			if i := strings.IndexByte(name, '.'); i <= 0 || i == len(name)-1 || strings.Count(name, ".") != 1 {

@@ -57,6 +57,48 @@ func TestHotRowDefaults(t *testing.T) {
 	}
 }
 
+func TestProtectionDefaults(t *testing.T) {
+	c, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := c.Clusters[0]
+	if cl.Throttle.MaxLag != 0 || cl.Throttle.MaxDelay != 2*time.Second || cl.Throttle.DryRun {
+		t.Errorf("throttle defaults: %+v", cl.Throttle)
+	}
+	if cl.Consolidation.Enabled || cl.Consolidation.MaxResultBytes != 1<<20 {
+		t.Errorf("consolidation defaults: %+v", cl.Consolidation)
+	}
+	if cl.Shedding.MaxInFlight != 0 || cl.Shedding.MaxQueueWait != 0 {
+		t.Errorf("shedding defaults: %+v", cl.Shedding)
+	}
+	if *c.Users[0].Priority != 50 {
+		t.Errorf("priority default %d", *c.Users[0].Priority)
+	}
+	c, err = Parse([]byte(minimal + "    throttle: {max_lag: 5s, max_delay: 1s}\n    consolidation: {enabled: on, max_result_bytes: 64KiB}\n    shedding: {max_in_flight: 40, max_queue_wait: 50ms}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl = c.Clusters[0]
+	if cl.Throttle.MaxLag != 5*time.Second || cl.Throttle.MaxDelay != time.Second || !cl.Consolidation.Enabled ||
+		cl.Consolidation.MaxResultBytes != 64<<10 || cl.Shedding.MaxInFlight != 40 || cl.Shedding.MaxQueueWait != 50*time.Millisecond {
+		t.Errorf("protections set: %+v %+v %+v", cl.Throttle, cl.Consolidation, cl.Shedding)
+	}
+}
+
+func TestParseByteSize(t *testing.T) {
+	for in, want := range map[string]ByteSize{"0": 0, "1048576": 1 << 20, "1MiB": 1 << 20, "512 KiB": 512 << 10, "2GiB": 2 << 30, "1KB": 1000, "3mb": 3e6, "7B": 7} {
+		if got, err := ParseByteSize(in); err != nil || got != want {
+			t.Errorf("ParseByteSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "MiB", "1 PiB", "-1", "1.5MiB", "99999999999999999999"} {
+		if _, err := ParseByteSize(in); err == nil {
+			t.Errorf("ParseByteSize(%q) took it", in)
+		}
+	}
+}
+
 func TestExplicitZeroes(t *testing.T) {
 	c, err := Parse([]byte(minimal + "    pool: {min_idle: 0, idle_timeout: 0s, max_lifetime: 0s}\n"))
 	if err != nil {
@@ -96,12 +138,17 @@ clusters: [{name: main, backend_user: g, backends: ["h:1"]}]`: "users[0].cluster
 clusters: [{name: main, backends: ["h:1"]}]`: "clusters[0].backend_user",
 		`users: [{user: app}]
 clusters: [{name: main, backend_user: g, backends: ["nohost"]}]`: "clusters[0].backends[0]",
-		"health: {interval: 1ms}\n" + minimal:            "health.interval",
-		minimal + "    stickiness_threshold: 0.5\n":      "clusters[0].stickiness_threshold",
-		minimal + "    failover_buffer: -1s\n":           "clusters[0].failover_buffer",
-		minimal + "    hot_row: {max_concurrency: -1}\n": "clusters[0].hot_row.max_concurrency",
-		minimal + "    hot_row: {max_queue: -1}\n":       "clusters[0].hot_row.max_queue",
-		minimal + "    hot_row: {max_wait: -1s}\n":       "clusters[0].hot_row.max_wait",
+		"health: {interval: 1ms}\n" + minimal:                      "health.interval",
+		minimal + "    stickiness_threshold: 0.5\n":                "clusters[0].stickiness_threshold",
+		minimal + "    failover_buffer: -1s\n":                     "clusters[0].failover_buffer",
+		minimal + "    hot_row: {max_concurrency: -1}\n":           "clusters[0].hot_row.max_concurrency",
+		minimal + "    hot_row: {max_queue: -1}\n":                 "clusters[0].hot_row.max_queue",
+		minimal + "    hot_row: {max_wait: -1s}\n":                 "clusters[0].hot_row.max_wait",
+		minimal + "    throttle: {max_lag: -1s}\n":                 "clusters[0].throttle.max_lag",
+		minimal + "    shedding: {max_in_flight: -1}\n":            "clusters[0].shedding.max_in_flight",
+		minimal + "    consolidation: {max_result_bytes: 1 PiB}\n": "line",
+		`users: [{user: app, priority: 101}]
+clusters: [{name: main, backend_user: g, backends: ["h:1"]}]`: "users[0].priority",
 		`users: [{user: app}]
 clusters:
   - {name: a, backend_user: g, backends: ["h:1"]}

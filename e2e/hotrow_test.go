@@ -288,9 +288,9 @@ func TestHotRowShowProtections(t *testing.T) {
 	defer rows.Close()
 	var got []string
 	for rows.Next() {
-		var prot, cluster, scope, mode string
+		var prot, cluster, scope, mode, rate, refusedRate, detail string
 		var active, total, refused, refusedWait, dry, dryRefused int64
-		if err := rows.Scan(&prot, &cluster, &scope, &mode, &active, &total, &refused, &refusedWait, &dry, &dryRefused); err != nil {
+		if err := rows.Scan(&prot, &cluster, &scope, &mode, &active, &total, &refused, &refusedWait, &dry, &dryRefused, &rate, &refusedRate, &detail); err != nil {
 			t.Fatal(err)
 		}
 		got = append(got, fmt.Sprintf("%s %s %s %s refused=%d", prot, cluster, scope, mode, refused))

@@ -268,3 +268,30 @@ func TestProtectionsViews(t *testing.T) {
 		}
 	}
 }
+
+func TestProtectionRates(t *testing.T) {
+	var pr protectionRates
+	t0 := time.Unix(1000, 0)
+	row := func(total, refused int64) []ProtectionRow {
+		return []ProtectionRow{{Protection: "hot_row", Cluster: "main", Scope: "*", Total: total, Refused: refused},
+			{Protection: "hot_row", Cluster: "main", Scope: "db.t", Total: total}}
+	}
+	pr.record(row(0, 0), t0)
+	pr.record(row(50, 5), t0.Add(5*time.Second))
+	pr.record(row(100, 10), t0.Add(10*time.Second))
+	pr.record(row(200, 10), t0.Add(15*time.Second)) // the first sample is dropped
+	rows := row(300, 20)
+	pr.fill(rows, t0.Add(20*time.Second))
+	if rows[0].Rate != 250.0/15 || rows[0].RefusedRate != 15.0/15 {
+		t.Errorf("rates %v %v, want %v %v", rows[0].Rate, rows[0].RefusedRate, 250.0/15, 1.0)
+	}
+	if rows[1].Rate != 0 {
+		t.Errorf("a table row got a rate: %v", rows[1].Rate)
+	}
+	pr.record(nil, t0.Add(25*time.Second))
+	rows = row(300, 20)
+	pr.fill(rows, t0.Add(30*time.Second))
+	if rows[0].Rate != 0 {
+		t.Errorf("a row that was gone kept its samples: %v", rows[0].Rate)
+	}
+}

@@ -180,10 +180,11 @@ func (ss *Session) showGateway(what string) error {
 	case "protections":
 		cols = []wire.Column{col("Protection", false), col("Cluster", false), col("Scope", false), col("Mode", false),
 			col("Active", true), col("Total", true), col("Refused", true), col("Refused_wait", true),
-			col("Dry_run", true), col("Dry_run_refused", true)}
+			col("Dry_run", true), col("Dry_run_refused", true), col("Rate", false), col("Refused_rate", false), col("Detail", false)}
+		rate := func(r float64) []byte { return strconv.AppendFloat(nil, r, 'f', 2, 64) }
 		for _, p := range ss.srv.Protections() {
 			rows = append(rows, [][]byte{str(p.Protection), str(p.Cluster), str(p.Scope), str(p.Mode), num(p.Active), num(p.Total),
-				num(p.Refused), num(p.RefusedWait), num(p.DryRun), num(p.DryRunRefused)})
+				num(p.Refused), num(p.RefusedWait), num(p.DryRun), num(p.DryRunRefused), rate(p.Rate), rate(p.RefusedRate), str(p.Detail)})
 		}
 	default:
 		return ss.writeErr(wire.NewError(1064, "42000", "You have an error in your SQL syntax: SHOW GATEWAY takes BACKENDS, POOLS, SESSIONS or PROTECTIONS"))

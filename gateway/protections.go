@@ -3,15 +3,18 @@ package gateway
 import (
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/directgate/directgate/config"
 )
 
-// The gateway's protections (hot-row protection today; transaction
-// throttling, query consolidation and load shedding are to come) report
-// through one shape, ProtectionRow, listed by SHOW GATEWAY PROTECTIONS, the
-// status page's protections panel and its JSON. A protection adds itself
-// by implementing protection and being listed in cluster.protections.
+// The gateway's protections (hot-row protection, transaction throttling,
+// query consolidation and load shedding) report through one shape,
+// ProtectionRow, listed by SHOW GATEWAY PROTECTIONS, the status page's
+// protections panel and its JSON. A protection adds itself by
+// implementing protection and being listed in cluster.protections; the
+// rates of its cluster row come from protectionRates.
 
 // protection is one protection of a cluster, as its operator sees it.
 type protection interface {
@@ -24,7 +27,8 @@ type protection interface {
 // ProtectionRow is one line of a protection's counters. Counters a
 // protection does not have stay zero.
 type ProtectionRow struct {
-	// Protection names the protection: "hot_row".
+	// Protection names the protection: "hot_row", "throttle",
+	// "consolidation" or "shedding".
 	Protection string `json:"protection"`
 	// Cluster is the cluster it guards.
 	Cluster string `json:"cluster"`
@@ -34,9 +38,12 @@ type ProtectionRow struct {
 	// Mode is off, on or dry_run.
 	Mode string `json:"mode"`
 	// Active is the statements held back now (hot_row: waiting in a
-	// queue).
+	// queue; throttle: delayed; consolidation: followers waiting for a
+	// leader's result).
 	Active int64 `json:"active"`
-	// Total is the statements held back since the gateway started.
+	// Total is the statements held back since the gateway started
+	// (consolidation: statements answered from another's result;
+	// shedding: statements shed).
 	Total int64 `json:"total"`
 	// Refused is the statements refused (hot_row: queue full, or waited
 	// max_wait); RefusedWait the part of them that waited first.
@@ -46,6 +53,13 @@ type ProtectionRow struct {
 	// held back; DryRunRefused those that would have been refused.
 	DryRun        int64 `json:"dry_run"`
 	DryRunRefused int64 `json:"dry_run_refused"`
+	// Rate and RefusedRate are Total and Refused per second over the last
+	// 5 to 15 seconds; set on the cluster row ("*") only.
+	Rate        float64 `json:"rate"`
+	RefusedRate float64 `json:"refused_rate"`
+	// Detail is the protection's state in a few words ("lag 7.2s,
+	// delaying 35%"), or empty.
+	Detail string `json:"detail,omitempty"`
 }
 
 // add adds r's counters to p's.
@@ -69,8 +83,18 @@ func (c *cluster) protections() []protection {
 }
 
 // Protections returns the counters of every protection of every cluster,
-// clusters in configuration order.
+// clusters in configuration order, with the rates of each cluster row.
 func (s *Server) Protections() []ProtectionRow {
+	rows := s.protectionCounters()
+	if s.metrics != nil {
+		s.metrics.sampler.rates.fill(rows, time.Now())
+	}
+	return rows
+}
+
+// protectionCounters returns the counters of every protection of every
+// cluster, without rates.
+func (s *Server) protectionCounters() []ProtectionRow {
 	var rows []ProtectionRow
 	for _, name := range s.clusterNames {
 		cl := s.clusters[name]
@@ -80,4 +104,72 @@ func (s *Server) Protections() []ProtectionRow {
 		}
 	}
 	return rows
+}
+
+// protectionRates keeps the last few samples of each cluster row's
+// counters (taken by the status sampler every sampleEvery), so that a
+// row's rate can be told at any moment. Memory is bounded: rateSamples
+// samples per protection and cluster.
+type protectionRates struct {
+	mu      sync.Mutex
+	samples map[[2]string][]rateSample
+}
+
+// rateSample is a cluster row's counters at one moment.
+type rateSample struct {
+	at             time.Time
+	total, refused int64
+}
+
+// rateSamples is how many samples are kept per row: with the sampler's 5
+// seconds, rates span 5 to 15 seconds.
+const rateSamples = 3
+
+// record adds a sample of rows' cluster rows taken at now, and forgets
+// the rows that are gone.
+func (pr *protectionRates) record(rows []ProtectionRow, now time.Time) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	seen := make(map[[2]string]bool, len(rows))
+	if pr.samples == nil {
+		pr.samples = map[[2]string][]rateSample{}
+	}
+	for _, r := range rows {
+		if r.Scope != "*" {
+			continue
+		}
+		k := [2]string{r.Protection, r.Cluster}
+		seen[k] = true
+		ss := append(pr.samples[k], rateSample{at: now, total: r.Total, refused: r.Refused})
+		if len(ss) > rateSamples {
+			ss = append(ss[:0], ss[len(ss)-rateSamples:]...)
+		}
+		pr.samples[k] = ss
+	}
+	for k := range pr.samples {
+		if !seen[k] {
+			delete(pr.samples, k)
+		}
+	}
+}
+
+// fill sets the rates of rows' cluster rows from the oldest sample kept.
+func (pr *protectionRates) fill(rows []ProtectionRow, now time.Time) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	for i := range rows {
+		r := &rows[i]
+		if r.Scope != "*" {
+			continue
+		}
+		ss := pr.samples[[2]string{r.Protection, r.Cluster}]
+		if len(ss) == 0 {
+			continue
+		}
+		old := ss[0]
+		if secs := now.Sub(old.at).Seconds(); secs >= 1 {
+			r.Rate = float64(max(r.Total-old.total, 0)) / secs
+			r.RefusedRate = float64(max(r.Refused-old.refused, 0)) / secs
+		}
+	}
 }

@@ -81,6 +81,9 @@ type statusSampler struct {
 	mu    sync.Mutex
 	rings map[backendKey]*sampleRing
 
+	// rates are the protections' rates, sampled with the rest.
+	rates protectionRates
+
 	startOnce, stopOnce sync.Once
 	stop                chan struct{}
 	group               *safego.Group
@@ -124,6 +127,7 @@ func (sp *statusSampler) sample(s *Server) {
 			delete(sp.rings, k)
 		}
 	}
+	sp.rates.record(s.protectionCounters(), time.Now())
 }
 
 // series returns the samples of one backend, oldest first.
