@@ -357,7 +357,9 @@ next:
 				continue next // this transaction holds the row already
 			}
 		}
-		held, refusal := c.hot.acquire(ss.context(), k, cfg, ss.client.PeerGone)
+		ss.proc.waiting(waitHotRow)
+		held, refusal := c.hot.acquire(ss.statementContext(), k, cfg, ss.client.PeerGone)
+		ss.proc.waiting(waitNone)
 		if held {
 			ss.hotHeld = append(ss.hotHeld, hotHold{h: &c.hot, slot: i})
 		}
