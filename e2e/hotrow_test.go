@@ -29,21 +29,7 @@ func hotRowGateway(t *testing.T, hotRow string, n int, prepared bool) (*gateway.
 
 // hotRowYAML is the configuration of hotRowGateway.
 func hotRowYAML(hotRow string, n int) string {
-	return fmt.Sprintf(`
-listen: 127.0.0.1:0
-http_listen: "off"
-log: {level: %s}
-users:
-  - {user: %s, password: %s}
-  - {user: %s, password: %s, admin: true}
-clusters:
-  - name: main
-    backend_user: %s
-    backend_password: %s
-    backends: [%q]
-    pool: {size: %d, min_idle: 0, acquire_timeout: 20s}
-    hot_row: %s
-`, logLevel(), appUser, appPass, adminUser, adminPass, backendUser, backendPass, shared.db.Addr(), n+4, hotRow)
+	return killWaitYAML(hotRow, n+4)
 }
 
 // hotRowDSN is the app user's DSN for srv; prepared makes queries with
