@@ -330,3 +330,55 @@ func holdRow(t *testing.T, db *sql.DB, q string) {
 		t.Fatal(err)
 	}
 }
+
+// Two transactions that would wait at the gateway for each other's rows:
+// whichever waits second is refused at once (MariaDB would report the
+// deadlock at once too), and the other gets its row when the refused
+// one rolls back. Without the check both would wait max_wait.
+func TestHotRowDeadlock(t *testing.T) {
+	hotRowTable(t)
+	srv, db := hotRowGateway(t, "{max_concurrency: 1, max_wait: 30s}", 4, false)
+	ctx := context.Background()
+	var txs [2]*sql.Tx
+	for i := range txs {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tx.Rollback() })
+		if _, err := tx.Exec("UPDATE hotrow SET n = n + 1 WHERE id = ?", i+1); err != nil {
+			t.Fatal(err)
+		}
+		txs[i] = tx
+	}
+	type result struct {
+		i   int
+		err error
+	}
+	done := make(chan result, 2)
+	start := time.Now()
+	for i, tx := range txs {
+		go func() {
+			_, err := tx.Exec("UPDATE hotrow SET n = n + 1 WHERE id = ?", 2-i) // the other's row
+			done <- result{i, err}
+		}()
+	}
+	first := <-done
+	t.Logf("transaction %d refused after %s", first.i, time.Since(start))
+	me := sqlErr(t, first.err, 1205, "HY000")
+	if !strings.Contains(me.Message, "deadlock") {
+		t.Errorf("message %q does not say deadlock", me.Message)
+	}
+	if err := txs[first.i].Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.err != nil {
+		t.Fatalf("the other transaction after the rollback: %v", r.err)
+	}
+	if err := txs[1-first.i].Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if tot := hotRowTotals(srv); tot.RefusedDeadlock != 1 {
+		t.Errorf("counters %+v, want 1 refused as a deadlock", tot)
+	}
+}

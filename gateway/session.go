@@ -46,6 +46,9 @@ type Session struct {
 	// hotHeld are the hot-row slots the session's transaction holds
 	// (hotrow.go), given back when the transaction ends.
 	hotHeld []hotHold
+	// hotTxn is the session's transaction as the row slots see it, made
+	// on first use (hotrow.go).
+	hotTxn *hotTxn
 	// setsGlobal says the statement being exchanged may change global
 	// variables (a SET GLOBAL); endHot says its answer may end the
 	// transaction holding hot rows. atEnd acts on both before the answer
