@@ -382,3 +382,33 @@ func TestHotRowDeadlock(t *testing.T) {
 		t.Errorf("counters %+v, want 1 refused as a deadlock", tot)
 	}
 }
+
+// A key added through the gateway counts at once: the keys learnt before
+// are forgotten after the ALTER.
+func TestHotRowSchemaChange(t *testing.T) {
+	hotRowTable(t)
+	_, db := hotRowGateway(t, "{max_concurrency: 1, max_queue: 0}", 4, false)
+	for _, q := range []string{
+		"UPDATE hotrow SET n = n WHERE id = 2", // the gateway learns the keys
+		"ALTER TABLE hotrow ADD COLUMN u INT NULL, ADD UNIQUE KEY (u)",
+		"UPDATE hotrow SET u = 7 WHERE id = 1",
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	holdRow(t, db, "UPDATE hotrow SET n = 1 WHERE u = 7")
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Were u not known as a key, MariaDB's own lock wait (cut short).
+	if _, err := conn.ExecContext(context.Background(), "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.ExecContext(context.Background(), "UPDATE hotrow SET n = 2 WHERE u = 7")
+	if me := sqlErr(t, err, 1205, "HY000"); !strings.Contains(me.Message, "hot row e2e.hotrow key u=7") {
+		t.Errorf("not refused by the gateway: %s", me.Message)
+	}
+}

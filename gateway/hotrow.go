@@ -518,6 +518,20 @@ func (ss *Session) releaseHotRows() {
 // single-column primary or unique key, lower case, asking the primary
 // the first time. The cache is bounded (emptied when full) and emptied by
 // a reload.
+// changesSchema reports whether sql, a statement that commits implicitly
+// (querypath.Route.ImplicitCommit), may change a table's keys: it starts
+// with ALTER, CREATE, DROP, RENAME or TRUNCATE (a leading comment hides
+// it: the cache is then forgotten at the next reload).
+func changesSchema(sql string) bool {
+	w, _ := firstWord(unsafe.Slice(unsafe.StringData(sql), len(sql)))
+	for _, k := range [...]string{"ALTER", "CREATE", "DROP", "RENAME", "TRUNCATE"} {
+		if eqFold(w, k) {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *cluster) keyColumns(ss *Session, table string) (map[string]bool, error) {
 	c.keyMu.Lock()
 	keys, ok := c.keys[table]
@@ -547,8 +561,9 @@ func (c *cluster) keyColumns(ss *Session, table string) (map[string]bool, error)
 // maxKeyTables bounds the tables whose keys a cluster remembers.
 const maxKeyTables = 10000
 
-// forgetKeys empties the key column cache (a reload: tables may have
-// changed).
+// forgetKeys empties the key column cache: on a reload, and after a
+// statement through the gateway that may have changed a table's keys
+// (ALTER, CREATE, DROP, RENAME, TRUNCATE).
 func (c *cluster) forgetKeys() {
 	c.keyMu.Lock()
 	c.keys = nil

@@ -520,6 +520,11 @@ func (ss *Session) comQuery(p []byte) error {
 	if e := ss.hotRowText(route, sql); e != nil {
 		return ss.writeErr(e)
 	}
+	if route.ImplicitCommit && ss.cluster != nil && changesSchema(sql) {
+		// Hot-row protection learns keys once per table: a change of
+		// schema makes it ask again (after the statement ran).
+		defer ss.cluster.forgetKeys()
+	}
 	return ss.run(p, route, wire.ResponseQuery)
 }
 
