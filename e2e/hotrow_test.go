@@ -224,15 +224,8 @@ func TestHotRowKeysOnly(t *testing.T) {
 		}
 	}
 	// Not a key: not queued, so MariaDB's own lock wait (cut short).
-	conn, err := db.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(context.Background(), "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
-		t.Fatal(err)
-	}
-	_, err = conn.ExecContext(context.Background(), "UPDATE hotrow SET code = 'x' WHERE n = 0 AND id = 3 OR id = 3")
+	conn := shortLockWait(t, db)
+	_, err := conn.ExecContext(context.Background(), "UPDATE hotrow SET code = 'x' WHERE n = 0 AND id = 3 OR id = 3")
 	if me := sqlErr(t, err, 1205, "HY000"); strings.Contains(me.Message, "gateway") {
 		t.Errorf("an OR was queued at the gateway: %s", me.Message)
 	}
@@ -398,17 +391,24 @@ func TestHotRowSchemaChange(t *testing.T) {
 		}
 	}
 	holdRow(t, db, "UPDATE hotrow SET n = 1 WHERE u = 7")
+	// Were u not known as a key, MariaDB's own lock wait (cut short).
+	conn := shortLockWait(t, db)
+	_, err := conn.ExecContext(context.Background(), "UPDATE hotrow SET n = 2 WHERE u = 7")
+	if me := sqlErr(t, err, 1205, "HY000"); !strings.Contains(me.Message, "hot row e2e.hotrow key u=7") {
+		t.Errorf("not refused by the gateway: %s", me.Message)
+	}
+}
+
+// shortLockWait is a connection of db whose InnoDB lock waits last 1 s.
+func shortLockWait(t *testing.T, db *sql.DB) *sql.Conn {
+	t.Helper()
 	conn, err := db.Conn(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	// Were u not known as a key, MariaDB's own lock wait (cut short).
+	t.Cleanup(func() { conn.Close() })
 	if _, err := conn.ExecContext(context.Background(), "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = conn.ExecContext(context.Background(), "UPDATE hotrow SET n = 2 WHERE u = 7")
-	if me := sqlErr(t, err, 1205, "HY000"); !strings.Contains(me.Message, "hot row e2e.hotrow key u=7") {
-		t.Errorf("not refused by the gateway: %s", me.Message)
-	}
+	return conn
 }
