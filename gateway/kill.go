@@ -131,6 +131,9 @@ func (ss *Session) killStatement(closeFirst bool) error {
 	if closeFirst {
 		ss.ForceClose()
 	}
+	// A statement waiting at the gateway (throttled) has no backend
+	// statement: the kill ends its wait.
+	ss.interruptGatewayWait()
 	if bc == nil || bc.be == nil {
 		return nil
 	}

@@ -46,6 +46,10 @@ type Session struct {
 	// hotHeld are the hot-row slots the session's transaction holds
 	// (hotrow.go), given back when the transaction ends.
 	hotHeld []hotHold
+	// txnThrottled says the open transaction went through transaction
+	// throttling (throttle.go): its later statements are not throttled.
+	// dispatch forgets it when the server reports no open transaction.
+	txnThrottled bool
 	// setsGlobal says the statement being exchanged may change global
 	// variables (a SET GLOBAL); endHot says its answer may end the
 	// transaction holding hot rows. atEnd acts on both before the answer
@@ -137,6 +141,9 @@ type sessionView struct {
 	killMu sync.Mutex
 	// proc is what SHOW PROCESSLIST shows of the session.
 	proc procInfo
+	// waiting is the session's wait at the gateway that KILL QUERY ends
+	// (a throttled write, throttle.go), nil when none.
+	waiting atomic.Pointer[gatewayWait]
 }
 
 // procInfo is the session's line in SHOW PROCESSLIST: its command, since
@@ -365,6 +372,9 @@ func (ss *Session) dispatch(p []byte) error {
 		// free for the next ones.
 		ss.releaseHotRows()
 	}
+	if ss.txnThrottled && ss.status&wire.StatusInTrans == 0 {
+		ss.txnThrottled = false // the transaction is over
+	}
 	ss.proc.end(ss.db)
 	return err
 }
@@ -460,6 +470,10 @@ func (ss *Session) comQuery(p []byte) error {
 	}
 	if route.GatewayIDs {
 		p = ss.withGatewayIDs(p, sql)
+	}
+	// Throttled before hot rows, so that a delayed write holds no row.
+	if e := ss.throttleText(route, sql); e != nil {
+		return ss.writeErr(e)
 	}
 	if e := ss.hotRowText(route, sql); e != nil {
 		return ss.writeErr(e)
