@@ -401,3 +401,48 @@ func TestThrottleWaitKillReload(t *testing.T) {
 		t.Errorf("off: throttle row %+v", tot)
 	}
 }
+
+// A replica that really lags (MASTER_DELAY: it applies each transaction
+// 60 seconds late, and Seconds_Behind_Master grows meanwhile) throttles
+// by its lag: once discovery sees it at twice max_lag, priority 50 is
+// always held back and refused, priority 100 never.
+func TestThrottleMasterDelay(t *testing.T) {
+	tp := startThrottlePair(t)
+	tp.table(t)
+	srv := startThrottleGateway(t, tp, "{max_lag: 1s, max_delay: 300ms}")
+	app := open(t, userDSN(srv, appUser, appPass, false))
+	vip := open(t, userDSN(srv, vipUser, vipPass, false))
+	root := serverRoot(t, tp.replica)
+	mustExec(t, root, "STOP SLAVE", "CHANGE MASTER TO MASTER_DELAY = 60", "START SLAVE")
+	t.Cleanup(func() {
+		for _, q := range []string{"STOP SLAVE", "CHANGE MASTER TO MASTER_DELAY = 0", "START SLAVE"} {
+			_, _ = root.Exec(q)
+		}
+	})
+	// The priority 100 user's write is what the replica lags behind.
+	if _, err := vip.Exec("INSERT INTO throttle (id) VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	waitSnapshot(t, srv, "the replica lagging 2s or more", func(c *healthcheck.Cluster, s *healthcheck.Snapshot) bool {
+		if len(c.Replicas) != 1 {
+			return false
+		}
+		last := s.Backend(c.Replicas[0]).Last
+		return last.LagKnown && last.Lag >= 2*time.Second && !last.SQLStopped
+	})
+	_, err := app.Exec("INSERT INTO throttle (id) VALUES (2)")
+	if me := sqlErr(t, err, 1205, "HY000"); !strings.Contains(me.Message, "replica "+tp.replica.Addr()+" lags ") {
+		t.Errorf("message %q does not name the lagging replica", me.Message)
+	}
+	if _, err := vip.Exec("INSERT INTO throttle (id) VALUES (3)"); err != nil {
+		t.Fatalf("priority 100: %v", err)
+	}
+	tot := throttleTotals(srv)
+	t.Logf("throttle row %+v", tot)
+	if tot.Refused != 1 || !strings.Contains(tot.Detail, "> 1s on "+tp.replica.Addr()+", throttling 100% at priority 50") {
+		t.Errorf("throttle row %+v, want 1 refused and the lag in the detail", tot)
+	}
+	if lag := scrapeCounter(t, srv.HTTPHandler(), "directgate_throttle_lag_seconds", map[string]string{"cluster": "main"}); lag < 2 {
+		t.Errorf("directgate_throttle_lag_seconds = %v, want 2 or more", lag)
+	}
+}
