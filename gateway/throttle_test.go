@@ -10,6 +10,7 @@ import (
 
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/healthcheck"
+	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
 )
 
@@ -389,5 +390,29 @@ func TestThrottleOffAllocs(t *testing.T) {
 		_ = ss.throttleExecute(st)
 	}); n != 0 {
 		t.Errorf("%v allocations per statement with throttling off", n)
+	}
+}
+
+// BenchmarkThrottleCheck measures the check of one write statement with
+// throttling off, and on with the replicas under max_lag.
+func BenchmarkThrottleCheck(b *testing.B) {
+	for _, maxLag := range []time.Duration{0, 5 * time.Second} {
+		b.Run("max_lag="+maxLag.String(), func(b *testing.B) {
+			c := throttleCluster(config.Throttle{MaxLag: maxLag, MaxDelay: time.Second}, newLagScript(lagging(time.Second)), 0)
+			ss := &Session{cluster: c}
+			sql := "UPDATE t SET n = n + 1 WHERE id = 1"
+			cl, err := querypath.New()
+			if err != nil {
+				b.Fatal(err)
+			}
+			route := cl.Classify(sql)
+			b.ReportAllocs()
+			for b.Loop() {
+				if e := ss.throttleText(route, sql); e != nil {
+					b.Fatal(e)
+				}
+				ss.txnThrottled = false
+			}
+		})
 	}
 }
