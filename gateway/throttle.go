@@ -151,8 +151,9 @@ func (t *throttle) rand() float64 {
 
 // admit lets a new write transaction of a user of priority prio start,
 // delaying it while the cluster's lag holds it back, for at most
-// max_delay (throttle settings conf, read again as the lag changes: a
-// reload applies to waiting statements too). A non-nil error is the
+// max_delay (the cluster's throttle settings are read again as the lag
+// changes: a reload that turns throttling off lets waiting statements
+// go). A non-nil error is the
 // client's answer instead of the statement's: 1205 after max_delay, 1317
 // when ctx ends, stop is closed (KILL QUERY) or gone (checked every
 // throttleGoneCheck; may be nil) reports the client gone.
@@ -232,9 +233,10 @@ func (v *lagView) cause() string {
 	return "replica " + v.replica + " lags " + v.lag.String()
 }
 
-// throttleWrites applies transaction throttling to a statement that
-// writes says starts a write transaction (querypath.StartsWrite). It
-// costs an atomic load when throttling is off.
+// throttleWrites applies transaction throttling to a statement; writes
+// says whether it would start a write transaction
+// (querypath.StartsWrite). It costs an atomic load when throttling is
+// off.
 func (ss *Session) throttleWrites(writes bool) *wire.SQLError {
 	if ss.cluster == nil || ss.cluster.conf.Load().Throttle.MaxLag == 0 || !writes || ss.txnThrottled {
 		return nil
