@@ -323,7 +323,8 @@ type Cluster struct {
 // write of one) is delayed, with a probability that rises smoothly with
 // the lag and falls with the user's priority; one delayed past MaxDelay
 // is refused. Reads, and statements of a transaction that has already
-// written, are never throttled.
+// written, are never throttled. A replica whose SQL thread is stopped
+// counts as lagging twice MaxLag.
 type Throttle struct {
 	// MaxLag is the replica lag past which writes are throttled. Default
 	// 0: throttling off.

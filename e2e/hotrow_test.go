@@ -35,8 +35,14 @@ func hotRowYAML(hotRow string, n int) string {
 // hotRowDSN is the app user's DSN for srv; prepared makes queries with
 // arguments server-side prepared statements.
 func hotRowDSN(srv *gateway.Server, prepared bool) string {
+	return userDSN(srv, appUser, appPass, prepared)
+}
+
+// userDSN is user's DSN for srv and the test database; prepared makes
+// queries with arguments server-side prepared statements.
+func userDSN(srv *gateway.Server, user, pass string, prepared bool) string {
 	c := mysql.NewConfig()
-	c.User, c.Passwd, c.Net, c.Addr, c.DBName = appUser, appPass, "tcp", srv.Addr().String(), testDB
+	c.User, c.Passwd, c.Net, c.Addr, c.DBName = user, pass, "tcp", srv.Addr().String(), testDB
 	c.Timeout = 10 * time.Second
 	c.InterpolateParams = !prepared
 	return c.FormatDSN()

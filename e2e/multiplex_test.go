@@ -54,12 +54,7 @@ func ensureMplxAccount(t *testing.T) {
 // rootDB opens a root pool straight to MariaDB for the test.
 func rootDB(t *testing.T) *sql.DB {
 	t.Helper()
-	root, err := shared.db.RootDB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
-	return root
+	return serverRoot(t, shared.db)
 }
 
 // startMplxGateway starts a gateway in front of the shared MariaDB with a

@@ -32,14 +32,18 @@ type replTopology struct {
 	ids             map[*mariadbtest.Server]int
 }
 
+// replBackendGrants are the backend account's privileges on servers that
+// replicate: not ALL PRIVILEGES, see startTopology; REPLICA MONITOR for
+// discovery to read the lag.
+const replBackendGrants = "SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, CREATE TEMPORARY TABLES, LOCK TABLES, EXECUTE, PROCESS, REPLICA MONITOR ON *.*"
+
 func startTopology(t *testing.T) *replTopology {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// Not ALL PRIVILEGES: that includes READ_ONLY ADMIN, with which writes
 	// ignore read_only, and the failover scenarios depend on read_only.
-	users := []mariadbtest.User{{Name: backendUser, Password: backendPass,
-		Grants: "SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX, CREATE TEMPORARY TABLES, LOCK TABLES, EXECUTE, PROCESS, REPLICA MONITOR ON *.*"}}
+	users := []mariadbtest.User{{Name: backendUser, Password: backendPass, Grants: replBackendGrants}}
 	tp := &replTopology{ids: map[*mariadbtest.Server]int{}}
 	for i, p := range []**mariadbtest.Server{&tp.primary, &tp.r1, &tp.r2} {
 		s, err := mariadbtest.Start(ctx, mariadbtest.Options{ServerID: 101 + i, Users: users})
@@ -64,6 +68,12 @@ func startTopology(t *testing.T) *replTopology {
 
 // root opens a root pool on s.
 func (tp *replTopology) root(t *testing.T, s *mariadbtest.Server) *sql.DB {
+	t.Helper()
+	return serverRoot(t, s)
+}
+
+// serverRoot opens a root pool on s, closed when the test ends.
+func serverRoot(t testing.TB, s *mariadbtest.Server) *sql.DB {
 	t.Helper()
 	db, err := s.RootDB()
 	if err != nil {

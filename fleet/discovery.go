@@ -44,6 +44,7 @@ type wireProbe struct {
 	Replica         bool          `json:"replica"`
 	Lag             time.Duration `json:"lag"`
 	LagKnown        bool          `json:"lag_known"`
+	SQLStopped      bool          `json:"sql_stopped,omitempty"`
 	ReplicationNote string        `json:"replication_note,omitempty"`
 	RTT             time.Duration `json:"rtt"`
 	Err             string        `json:"error,omitempty"`
@@ -126,7 +127,7 @@ func (d *Discovery) Result(b healthcheck.Backend) (healthcheck.Result, bool) {
 func (d *Discovery) Probed(b healthcheck.Backend, r healthcheck.Result) {
 	w := wireProbe{
 		Reachable: r.Reachable, ReadOnly: r.ReadOnly, ServerID: r.ServerID, Version: r.Version,
-		Replica: r.Replica, Lag: r.Lag, LagKnown: r.LagKnown, ReplicationNote: r.ReplicationNote, RTT: r.RTT,
+		Replica: r.Replica, Lag: r.Lag, LagKnown: r.LagKnown, SQLStopped: r.SQLStopped, ReplicationNote: r.ReplicationNote, RTT: r.RTT,
 	}
 	if r.Err != nil {
 		w.Err = r.Err.Error()
@@ -218,7 +219,7 @@ func (d *Discovery) take(data []byte) {
 	for addr, w := range p.Results {
 		r := healthcheck.Result{
 			Reachable: w.Reachable, ReadOnly: w.ReadOnly, ServerID: w.ServerID, Version: w.Version,
-			Replica: w.Replica, Lag: w.Lag, LagKnown: w.LagKnown, ReplicationNote: w.ReplicationNote, RTT: w.RTT,
+			Replica: w.Replica, Lag: w.Lag, LagKnown: w.LagKnown, SQLStopped: w.SQLStopped, ReplicationNote: w.ReplicationNote, RTT: w.RTT,
 		}
 		if w.Err != "" {
 			r.Err = publishedError(w.Err)

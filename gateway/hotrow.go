@@ -213,14 +213,8 @@ func (h *hotRows) acquire(ctx context.Context, txn *hotTxn, k hotKey, cfg config
 	st.queuedTotal++
 	h.mu.Unlock()
 
-	timer := time.NewTimer(cfg.MaxWait)
-	defer timer.Stop()
-	var check <-chan time.Time
-	if gone != nil {
-		t := time.NewTicker(hotRowGoneCheck)
-		defer t.Stop()
-		check = t.C
-	}
+	timeout, check, stopClocks := waitClocks(cfg.MaxWait, hotRowGoneCheck, gone != nil)
+	defer stopClocks()
 	timedOut := false
 wait:
 	for {
@@ -229,7 +223,7 @@ wait:
 			return true, nil // granted: release cleared txn.waiting
 		case <-ctx.Done():
 			break wait
-		case <-timer.C:
+		case <-timeout:
 			timedOut = true
 			break wait
 		case <-check:

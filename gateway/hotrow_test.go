@@ -253,7 +253,9 @@ func TestProtectionsViews(t *testing.T) {
 	if err := json.Unmarshal([]byte(js), &view); err != nil {
 		t.Fatal(err)
 	}
-	if p := view.Protections; len(p) != 2 || p[0].Protection != "hot_row" || p[0].Scope != "*" || p[0].Refused != 1 || p[1].Scope != "db.t" {
+	// Every protection has its cluster row, off or not.
+	if p := view.Protections; len(p) != 3 || p[0].Protection != "hot_row" || p[0].Scope != "*" || p[0].Refused != 1 || p[1].Scope != "db.t" ||
+		p[2].Protection != "throttle" || p[2].Mode != "off" {
 		t.Errorf("status JSON protections: %+v", p)
 	}
 	fams := f.scrape(t)

@@ -499,7 +499,31 @@ var (
 		"Hot-row protection's mode: 1 for the current one of off, on and dry_run.", []string{"cluster", "mode"}, nil)
 )
 
+// Transaction throttling, per cluster.
+var (
+	descThrottleDelayed = prometheus.NewDesc("directgate_throttle_delayed",
+		"Write transactions delayed now by transaction throttling, waiting for the replicas' lag to fall.", []string{"cluster"}, nil)
+	descThrottleDelayedTotal = prometheus.NewDesc("directgate_throttle_delayed_total",
+		"Write transactions delayed by transaction throttling (those refused included).", []string{"cluster"}, nil)
+	descThrottleRefused = prometheus.NewDesc("directgate_throttle_refused_total",
+		"Write transactions refused with error 1205 after waiting throttle.max_delay for the replicas' lag to fall.", []string{"cluster"}, nil)
+	descThrottleInterrupted = prometheus.NewDesc("directgate_throttle_interrupted_total",
+		"Delayed write transactions whose wait ended by KILL or the client leaving.", []string{"cluster"}, nil)
+	descThrottleDryRun = prometheus.NewDesc("directgate_throttle_dry_run_total",
+		"In dry-run mode, write transactions throttling would have delayed (would) or refused after throttle.max_delay (would_refuse).", []string{"cluster", "outcome"}, nil)
+	descThrottleLag = prometheus.NewDesc("directgate_throttle_lag_seconds",
+		"The worst known replication lag among the cluster's serving replicas, as throttling sees it (absent when none is known).", []string{"cluster"}, nil)
+	descThrottleStopped = prometheus.NewDesc("directgate_throttle_sql_stopped",
+		"1 when a serving replica's SQL thread is stopped, which throttling counts as lagging twice throttle.max_lag.", []string{"cluster"}, nil)
+	descThrottleProbability = prometheus.NewDesc("directgate_throttle_probability",
+		"The chance that a new write transaction of a user of the default priority 50 is delayed now (in dry-run mode: would be; 0 when throttling is off).", []string{"cluster"}, nil)
+	descThrottleMode = prometheus.NewDesc("directgate_throttle_mode",
+		"Transaction throttling's mode: 1 for the current one of off, on and dry_run.", []string{"cluster", "mode"}, nil)
+)
+
 var allStateDescs = []*prometheus.Desc{
+	descThrottleDelayed, descThrottleDelayedTotal, descThrottleRefused, descThrottleInterrupted, descThrottleDryRun,
+	descThrottleLag, descThrottleStopped, descThrottleProbability, descThrottleMode,
 	descHotRowQueued, descHotRowQueuedTotal, descHotRowRefused, descHotRowDryRun, descHotRowMode,
 	descRoundDuration, descProbesInFlight, descProbes,
 	descClientsOpen, descSessions, descSessionsSticky, descPins, descPinned, descInTxn, descSplitBrain, descNoPrimary,
@@ -595,6 +619,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range s.PoolStats() {
 		collectPool(ch, p.Stat, p.Cluster, p.Backend, poolKind(p))
 	}
+	for _, name := range s.clusterNames {
+		collectThrottle(ch, s.clusters[name])
+	}
 	for _, r := range s.Protections() {
 		if r.Protection != "hot_row" || r.Scope != "*" {
 			continue
@@ -610,6 +637,45 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descHotRowMode, b2f(r.Mode == m), r.Cluster, m)
 		}
 	}
+}
+
+// collectThrottle sends the transaction throttling metrics of cluster c.
+func collectThrottle(ch chan<- prometheus.Metric, c *cluster) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{c.name}, labels...)...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append([]string{c.name}, labels...)...)
+	}
+	t := &c.thr
+	gauge(descThrottleDelayed, float64(t.delayed.Load()))
+	counter(descThrottleDelayedTotal, float64(t.delayedTotal.Load()))
+	counter(descThrottleRefused, float64(t.refused.Load()))
+	counter(descThrottleInterrupted, float64(t.interrupted.Load()))
+	counter(descThrottleDryRun, float64(t.wouldDelay.Load()), "would")
+	counter(descThrottleDryRun, float64(t.wouldRefuse.Load()), "would_refuse")
+	cfg := c.conf.Load().Throttle
+	mode := throttleMode(cfg)
+	for _, m := range []string{"off", "on", "dry_run"} {
+		b := 0.0
+		if m == mode {
+			b = 1
+		}
+		gauge(descThrottleMode, b, m)
+	}
+	v, _ := c.lag()
+	if v == nil {
+		return
+	}
+	if v.replica != "" {
+		gauge(descThrottleLag, v.lag.Seconds())
+	}
+	stopped := 0.0
+	if v.stopped != "" {
+		stopped = 1
+	}
+	gauge(descThrottleStopped, stopped)
+	gauge(descThrottleProbability, throttleProbability(v, cfg.MaxLag, 50))
 }
 
 // poolKind is the pool label of a pool: default, found_rows (the pool of

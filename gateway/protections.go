@@ -83,7 +83,7 @@ func sortProtectionRows(rows []ProtectionRow) {
 
 // protections lists the cluster's protections.
 func (c *cluster) protections() []protection {
-	return []protection{&c.hot}
+	return []protection{&c.hot, throttleProtection{c}}
 }
 
 // Protections returns the counters of every protection of every cluster,
@@ -176,4 +176,16 @@ func (pr *protectionRates) fill(rows []ProtectionRow, now time.Time) {
 			r.RefusedRate = float64(max(r.Refused-old.refused, 0)) / secs
 		}
 	}
+}
+
+// waitClocks are the clocks of a protection's wait at the gateway: a
+// timeout after d and, when watch, a tick every `every` to check that
+// the client is still there (nil channel otherwise). stop stops both.
+func waitClocks(d, every time.Duration, watch bool) (timeout, check <-chan time.Time, stop func()) {
+	timer := time.NewTimer(d)
+	if !watch {
+		return timer.C, nil, func() { timer.Stop() }
+	}
+	tk := time.NewTicker(every)
+	return timer.C, tk.C, func() { timer.Stop(); tk.Stop() }
 }

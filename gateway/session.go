@@ -49,6 +49,10 @@ type Session struct {
 	// hotTxn is the session's transaction as the row slots see it, made
 	// on first use (hotrow.go).
 	hotTxn *hotTxn
+	// txnThrottled says the open transaction went through transaction
+	// throttling (throttle.go): its later statements are not throttled.
+	// dispatch forgets it when the server reports no open transaction.
+	txnThrottled bool
 	// setsGlobal says the statement being exchanged may change global
 	// variables (a SET GLOBAL); endHot says its answer may end the
 	// transaction holding hot rows. atEnd acts on both before the answer
@@ -421,6 +425,9 @@ func (ss *Session) dispatch(p []byte) error {
 		// free for the next ones.
 		ss.releaseHotRows()
 	}
+	if ss.txnThrottled && ss.status&wire.StatusInTrans == 0 {
+		ss.txnThrottled = false // the transaction is over
+	}
 	ss.proc.end(ss.db)
 	return err
 }
@@ -516,6 +523,10 @@ func (ss *Session) comQuery(p []byte) error {
 	}
 	if route.GatewayIDs {
 		p = ss.withGatewayIDs(p, sql)
+	}
+	// Throttled before hot rows, so that a delayed write holds no row.
+	if e := ss.throttleText(route, sql); e != nil {
+		return ss.writeErr(e)
 	}
 	if e := ss.hotRowText(route, sql); e != nil {
 		return ss.writeErr(e)

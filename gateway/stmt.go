@@ -53,6 +53,10 @@ type stmt struct {
 	// hotChecked (nil: none).
 	hot        *querypath.RowWrite
 	hotChecked bool
+	// writes says the statement may start a write transaction
+	// (querypath.StartsWrite), for transaction throttling, once
+	// writesChecked.
+	writes, writesChecked bool
 }
 
 type longData struct {
@@ -327,6 +331,10 @@ func (ss *Session) comStmtExecute(p []byte) error {
 	}
 	if or, _ := ss.routeOwner(st.db, st.route); or != ownerNone {
 		return ss.executeOwner(st, p, flags)
+	}
+	if e := ss.throttleExecute(st); e != nil {
+		st.resetLongData(ss)
+		return ss.writeErr(e)
 	}
 	if e := ss.hotRowExecute(st, p); e != nil {
 		st.resetLongData(ss)

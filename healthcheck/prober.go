@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -45,6 +46,12 @@ type Result struct {
 	// replication status could not be read (see ReplicationNote). The
 	// gateway reads from no replica whose lag is unknown.
 	LagKnown bool
+	// SQLStopped reports that a replication row says the SQL thread does
+	// not run (Slave_SQL_Running/Replica_SQL_Running other than Yes:
+	// stopped, or stopped by an error). The replica then applies nothing:
+	// it falls further behind with every write on the primary, while its
+	// lag reads NULL (LagKnown false).
+	SQLStopped bool
 	// ReplicationNote says why the replication status could not be read
 	// (typically a missing privilege); empty when it was read.
 	ReplicationNote string
@@ -182,11 +189,13 @@ func scanReplication(rows *sql.Rows, r *Result) error {
 	if err != nil {
 		return err
 	}
-	lagCol := -1
+	lagCol, sqlCol := -1, -1
 	for i, c := range cols {
-		if c == "Seconds_Behind_Master" || c == "Seconds_Behind_Source" {
+		switch c {
+		case "Seconds_Behind_Master", "Seconds_Behind_Source":
 			lagCol = i
-			break
+		case "Slave_SQL_Running", "Replica_SQL_Running":
+			sqlCol = i
 		}
 	}
 	vals := make([]sql.RawBytes, len(cols))
@@ -201,6 +210,9 @@ func scanReplication(rows *sql.Rows, r *Result) error {
 			return err
 		}
 		r.Replica = true
+		if sqlCol >= 0 && !strings.EqualFold(string(vals[sqlCol]), "Yes") {
+			r.SQLStopped = true
+		}
 		if lagCol < 0 || vals[lagCol] == nil {
 			known = false
 			continue
