@@ -155,6 +155,9 @@ type User struct {
 	Priority *int `yaml:"priority"`
 }
 
+// DefaultPriority is users[].priority when it is not set.
+const DefaultPriority = 50
+
 // HTTP secures the gateway's HTTP endpoints.
 type HTTP struct {
 	// Token, when set, is required as "Authorization: Bearer <token>" on
@@ -353,7 +356,7 @@ type Consolidation struct {
 // MaxInFlight statements running, or statements waited longer than
 // MaxQueueWait for one of its connections, the gateway refuses a small,
 // growing fraction of new statements of low-priority users at once
-// (error 1040, "gateway overloaded, retry"), never inside a transaction.
+// (error 1203, "gateway overloaded, retry"), never inside a transaction.
 type Shedding struct {
 	// MaxInFlight is the statements running on one backend past which
 	// the gateway sheds. Default 0: no limit.
@@ -549,7 +552,7 @@ func (c *Config) ApplyDefaults() {
 	}
 	for i := range c.Users {
 		if c.Users[i].Priority == nil {
-			c.Users[i].Priority = ptr(50)
+			c.Users[i].Priority = ptr(DefaultPriority)
 		}
 		if c.Users[i].Cluster == "" && len(c.Clusters) > 0 {
 			c.Users[i].Cluster = c.Clusters[0].Name

@@ -265,6 +265,8 @@ type cluster struct {
 	keys  map[string]map[string]bool
 	// hot is the cluster's hot-row protection.
 	hot hotRows
+	// shed is the cluster's load shedding (shedding.go).
+	shed shedding
 }
 
 // newCluster builds the cluster of cfg; fleet says its connection cap is
