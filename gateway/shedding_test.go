@@ -7,6 +7,7 @@ import (
 
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/wire"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // The chance is 0 at the limit, grows with the overload, falls with the
@@ -225,8 +226,28 @@ func TestShedding(t *testing.T) {
 	if be.Scope != "fake:1" || be.Total != 5 || be.Active != 1 || be.Detail != all.Detail {
 		t.Errorf("backend row %+v", be)
 	}
-	if n := f.c.shed.shed[shedInFlight].Load(); n != 5 {
-		t.Errorf("in_flight counter %d, want 5", n)
+	list, err := f.ss.srv.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := map[string]*dto.MetricFamily{}
+	for _, fam := range list {
+		fams[fam.GetName()] = fam
+	}
+	for _, m := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"directgate_shedding_shed_total", map[string]string{"cluster": "main", "reason": "in_flight"}, 5},
+		{"directgate_shedding_shed_total", map[string]string{"cluster": "main", "reason": "queue_wait"}, 0},
+		{"directgate_shedding_chance", map[string]string{"cluster": "main", "backend": "fake:1"}, 0.25},
+		{"directgate_shedding_mode", map[string]string{"cluster": "main", "mode": "on"}, 1},
+		{"directgate_shedding_mode", map[string]string{"cluster": "main", "mode": "off"}, 0},
+	} {
+		if v, ok := series(fams, m.name, m.labels); !ok || v != m.want {
+			t.Errorf("%s%v = %v (%v), want %v", m.name, m.labels, v, ok, m.want)
+		}
 	}
 }
 
