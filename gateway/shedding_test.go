@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -261,5 +262,26 @@ func TestSheddingAllocations(t *testing.T) {
 	f.configure(config.Shedding{MaxInFlight: 10, MaxQueueWait: time.Second})
 	if n := testing.AllocsPerRun(100, func() { _ = f.ss.shedStatement(f.be) }); n != 0 {
 		t.Errorf("within the limits: %v allocations", n)
+	}
+}
+
+// BenchmarkShedStatement is the decision's cost for a statement bound
+// for a backend within its limits, with shedding off and on.
+func BenchmarkShedStatement(b *testing.B) {
+	for _, cfg := range []config.Shedding{{}, {MaxInFlight: 100, MaxQueueWait: time.Second}} {
+		b.Run(fmt.Sprintf("on=%v", !shedOff(cfg)), func(b *testing.B) {
+			ss := benchSession(b, 0)
+			conf := *ss.cluster.conf.Load()
+			conf.Shedding = cfg
+			ss.cluster.conf.Store(&conf)
+			be := (*ss.cluster.backends.Load())["fake:1"]
+			ss.now = time.Now()
+			b.ReportAllocs()
+			for b.Loop() {
+				if ss.shedStatement(be) != nil {
+					b.Fatal("shed")
+				}
+			}
+		})
 	}
 }
