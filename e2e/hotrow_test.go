@@ -29,21 +29,7 @@ func hotRowGateway(t *testing.T, hotRow string, n int, prepared bool) (*gateway.
 
 // hotRowYAML is the configuration of hotRowGateway.
 func hotRowYAML(hotRow string, n int) string {
-	return fmt.Sprintf(`
-listen: 127.0.0.1:0
-http_listen: "off"
-log: {level: %s}
-users:
-  - {user: %s, password: %s}
-  - {user: %s, password: %s, admin: true}
-clusters:
-  - name: main
-    backend_user: %s
-    backend_password: %s
-    backends: [%q]
-    pool: {size: %d, min_idle: 0, acquire_timeout: 20s}
-    hot_row: %s
-`, logLevel(), appUser, appPass, adminUser, adminPass, backendUser, backendPass, shared.db.Addr(), n+4, hotRow)
+	return killWaitYAML(hotRow, n+4)
 }
 
 // hotRowDSN is the app user's DSN for srv; prepared makes queries with
@@ -238,15 +224,8 @@ func TestHotRowKeysOnly(t *testing.T) {
 		}
 	}
 	// Not a key: not queued, so MariaDB's own lock wait (cut short).
-	conn, err := db.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(context.Background(), "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
-		t.Fatal(err)
-	}
-	_, err = conn.ExecContext(context.Background(), "UPDATE hotrow SET code = 'x' WHERE n = 0 AND id = 3 OR id = 3")
+	conn := shortLockWait(t, db)
+	_, err := conn.ExecContext(context.Background(), "UPDATE hotrow SET code = 'x' WHERE n = 0 AND id = 3 OR id = 3")
 	if me := sqlErr(t, err, 1205, "HY000"); strings.Contains(me.Message, "gateway") {
 		t.Errorf("an OR was queued at the gateway: %s", me.Message)
 	}
@@ -329,4 +308,93 @@ func holdRow(t *testing.T, db *sql.DB, q string) {
 	if _, err := tx.Exec(q); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Two transactions that would wait at the gateway for each other's rows:
+// whichever waits second is refused at once (MariaDB would report the
+// deadlock at once too), and the other gets its row when the refused
+// one rolls back. Without the check both would wait max_wait.
+func TestHotRowDeadlock(t *testing.T) {
+	hotRowTable(t)
+	srv, db := hotRowGateway(t, "{max_concurrency: 1, max_wait: 30s}", 4, false)
+	ctx := context.Background()
+	var txs [2]*sql.Tx
+	for i := range txs {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tx.Rollback() })
+		if _, err := tx.Exec("UPDATE hotrow SET n = n + 1 WHERE id = ?", i+1); err != nil {
+			t.Fatal(err)
+		}
+		txs[i] = tx
+	}
+	type result struct {
+		i   int
+		err error
+	}
+	done := make(chan result, 2)
+	start := time.Now()
+	for i, tx := range txs {
+		go func() {
+			_, err := tx.Exec("UPDATE hotrow SET n = n + 1 WHERE id = ?", 2-i) // the other's row
+			done <- result{i, err}
+		}()
+	}
+	first := <-done
+	t.Logf("transaction %d refused after %s", first.i, time.Since(start))
+	me := sqlErr(t, first.err, 1205, "HY000")
+	if !strings.Contains(me.Message, "deadlock") {
+		t.Errorf("message %q does not say deadlock", me.Message)
+	}
+	if err := txs[first.i].Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.err != nil {
+		t.Fatalf("the other transaction after the rollback: %v", r.err)
+	}
+	if err := txs[1-first.i].Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if tot := hotRowTotals(srv); tot.RefusedDeadlock != 1 {
+		t.Errorf("counters %+v, want 1 refused as a deadlock", tot)
+	}
+}
+
+// A key added through the gateway counts at once: the keys learnt before
+// are forgotten after the ALTER.
+func TestHotRowSchemaChange(t *testing.T) {
+	hotRowTable(t)
+	_, db := hotRowGateway(t, "{max_concurrency: 1, max_queue: 0}", 4, false)
+	for _, q := range []string{
+		"UPDATE hotrow SET n = n WHERE id = 2", // the gateway learns the keys
+		"ALTER TABLE hotrow ADD COLUMN u INT NULL, ADD UNIQUE KEY (u)",
+		"UPDATE hotrow SET u = 7 WHERE id = 1",
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	holdRow(t, db, "UPDATE hotrow SET n = 1 WHERE u = 7")
+	// Were u not known as a key, MariaDB's own lock wait (cut short).
+	conn := shortLockWait(t, db)
+	_, err := conn.ExecContext(context.Background(), "UPDATE hotrow SET n = 2 WHERE u = 7")
+	if me := sqlErr(t, err, 1205, "HY000"); !strings.Contains(me.Message, "hot row e2e.hotrow key u=7") {
+		t.Errorf("not refused by the gateway: %s", me.Message)
+	}
+}
+
+// shortLockWait is a connection of db whose InnoDB lock waits last 1 s.
+func shortLockWait(t *testing.T, db *sql.DB) *sql.Conn {
+	t.Helper()
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := conn.ExecContext(context.Background(), "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }

@@ -381,7 +381,7 @@ func (c *cluster) queryPrimary(ss *Session, sql string, fn func(row [][]byte)) e
 	if err != nil {
 		return err
 	}
-	l, err := p.Acquire(ss.context())
+	l, err := p.Acquire(ss.statementContext())
 	if err != nil {
 		return err
 	}

@@ -51,10 +51,10 @@ type hotRows struct {
 	tables map[string]*hotRowStats
 }
 
-// hotSlot is one row slot: the sessions holding it and those waiting, in
-// order of arrival.
+// hotSlot is one row slot: the transactions holding it and those
+// waiting, in order of arrival.
 type hotSlot struct {
-	holders int
+	holders []*hotTxn
 	waiters []*hotWaiter
 }
 
@@ -64,6 +64,44 @@ type hotWaiter struct {
 	ready   chan struct{}
 	granted bool
 	stats   *hotRowStats
+	txn     *hotTxn
+}
+
+// hotTxn is a session's transaction as the slots know it: what it waits
+// for, so that a wait that would close a cycle (a deadlock between
+// transactions waiting at the gateway for each other's rows) is refused
+// at once instead of after max_wait. One per session; nil in tests that
+// need no deadlock detection.
+type hotTxn struct {
+	// waiting is the slot it waits for plus one (0: none), in hotRows
+	// waitingIn; both guarded by that hotRows' mu.
+	waiting   int
+	waitingIn *hotRows
+}
+
+// blockedBy reports whether every holder of slot i waits, directly or
+// through other waits, for txn: then txn waiting for slot i would never
+// end. seen bounds the search (a slot met twice is a cycle that does
+// not involve txn: not counted as blocked, which only makes detection
+// more cautious). Called with mu held.
+func (h *hotRows) blockedBy(i int, txn *hotTxn, seen map[int]bool) bool {
+	if seen[i] {
+		return false
+	}
+	seen[i] = true
+	hs := h.slots[i].holders
+	if len(hs) == 0 {
+		return false
+	}
+	for _, o := range hs {
+		if o == txn {
+			continue
+		}
+		if o == nil || o.waiting == 0 || o.waitingIn != h || !h.blockedBy(o.waiting-1, txn, seen) {
+			return false
+		}
+	}
+	return true
 }
 
 // hotRowStats counts one table's queueing (guarded by hotRows.mu).
@@ -73,8 +111,10 @@ type hotRowStats struct {
 	// queuedTotal counts the statements that waited.
 	queuedTotal int64
 	// refusedFull counts the statements refused at once, the queue being
-	// full; refusedWait those that waited max_wait in vain.
-	refusedFull, refusedWait int64
+	// full; refusedWait those that waited max_wait in vain;
+	// refusedDeadlock those refused at once because their wait would
+	// have closed a cycle.
+	refusedFull, refusedWait, refusedDeadlock int64
 	// wouldQueue counts, in dry-run mode, the statements that would
 	// have waited (wouldRefuse: would have been refused at once).
 	wouldQueue, wouldRefuse int64
@@ -127,7 +167,7 @@ func (h *hotRows) statsFor(table string) *hotRowStats {
 // slot and must release it; a refusal is a 1205 error for the client.
 // The wait ends early when ctx ends or gone (checked every
 // hotRowGoneCheck; may be nil) reports the client gone.
-func (h *hotRows) acquire(ctx context.Context, k hotKey, cfg config.HotRow, gone func() bool) (held bool, refusal *wire.SQLError) {
+func (h *hotRows) acquire(ctx context.Context, txn *hotTxn, k hotKey, cfg config.HotRow, gone func() bool) (held bool, refusal *wire.SQLError) {
 	i := k.slot()
 	h.mu.Lock()
 	s := &h.slots[i]
@@ -135,20 +175,27 @@ func (h *hotRows) acquire(ctx context.Context, k hotKey, cfg config.HotRow, gone
 	if cfg.DryRun {
 		// Counted as held, so that the counts of what would have
 		// waited are right; nobody waits.
-		if s.holders >= cfg.MaxConcurrency {
+		if len(s.holders) >= cfg.MaxConcurrency {
 			st.wouldQueue++
-			if s.holders-cfg.MaxConcurrency >= *cfg.MaxQueue {
+			if len(s.holders)-cfg.MaxConcurrency >= *cfg.MaxQueue {
 				st.wouldRefuse++
 			}
 		}
-		s.holders++
+		s.holders = append(s.holders, txn)
 		h.mu.Unlock()
 		return true, nil
 	}
-	if s.holders < cfg.MaxConcurrency && len(s.waiters) == 0 {
-		s.holders++
+	if len(s.holders) < cfg.MaxConcurrency && len(s.waiters) == 0 {
+		s.holders = append(s.holders, txn)
 		h.mu.Unlock()
 		return true, nil
+	}
+	if txn != nil && h.blockedBy(i, txn, map[int]bool{}) {
+		st.refusedDeadlock++
+		h.mu.Unlock()
+		return false, wire.NewError(1205, "HY000",
+			"Lock wait timeout exceeded; try restarting transaction: hot row %s key %s is held by transactions that wait at the gateway for rows this transaction holds (a deadlock, refused at once): roll back and retry the transaction",
+			k.table, rowName(k))
 	}
 	if n := len(s.waiters); n >= *cfg.MaxQueue {
 		st.refusedFull++
@@ -157,8 +204,11 @@ func (h *hotRows) acquire(ctx context.Context, k hotKey, cfg config.HotRow, gone
 			"Lock wait timeout exceeded; try restarting transaction: hot row %s key %s has %d transactions queued at the gateway (hot_row.max_queue): retry the transaction",
 			k.table, rowName(k), n)
 	}
-	w := &hotWaiter{ready: make(chan struct{}), stats: st}
+	w := &hotWaiter{ready: make(chan struct{}), stats: st, txn: txn}
 	s.waiters = append(s.waiters, w)
+	if txn != nil {
+		txn.waiting, txn.waitingIn = i+1, h
+	}
 	st.queued++
 	st.queuedTotal++
 	h.mu.Unlock()
@@ -176,7 +226,7 @@ wait:
 	for {
 		select {
 		case <-w.ready:
-			return true, nil
+			return true, nil // granted: release cleared txn.waiting
 		case <-ctx.Done():
 			break wait
 		case <-timer.C:
@@ -195,8 +245,11 @@ wait:
 			return true, nil // handed over just in time: the row is ours
 		}
 		// Handed over to a client that left: pass it on.
-		h.release(i, cfg.MaxConcurrency)
+		h.release(txn, i, cfg.MaxConcurrency)
 	} else {
+		if txn != nil {
+			txn.waiting, txn.waitingIn = 0, nil
+		}
 		for j, o := range s.waiters {
 			if o == w {
 				copy(s.waiters[j:], s.waiters[j+1:])
@@ -219,21 +272,29 @@ wait:
 	return false, wire.NewError(1317, "70100", "Query execution was interrupted while waiting at the gateway for hot row %s key %s", k.table, rowName(k))
 }
 
-// release gives back a slot taken by acquire and hands it to the first
-// waiters while fewer than limit sessions hold it (every waiter when
-// limit is 0: protection turned off meanwhile).
-func (h *hotRows) release(i, limit int) {
+// release gives back a slot taken by acquire for txn and hands it to the
+// first waiters while fewer than limit sessions hold it (every waiter
+// when limit is 0: protection turned off meanwhile).
+func (h *hotRows) release(txn *hotTxn, i, limit int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := &h.slots[i]
-	s.holders--
-	for len(s.waiters) > 0 && (limit == 0 || s.holders < limit) {
+	if j := slices.Index(s.holders, txn); j >= 0 {
+		last := len(s.holders) - 1
+		s.holders[j] = s.holders[last]
+		s.holders[last] = nil
+		s.holders = s.holders[:last]
+	}
+	for len(s.waiters) > 0 && (limit == 0 || len(s.holders) < limit) {
 		w := s.waiters[0]
 		s.waiters[0] = nil
 		s.waiters = s.waiters[1:]
 		w.granted = true
 		w.stats.queued--
-		s.holders++
+		if w.txn != nil {
+			w.txn.waiting, w.txn.waitingIn = 0, nil
+		}
+		s.holders = append(s.holders, w.txn)
 		close(w.ready)
 	}
 	if len(s.waiters) == 0 {
@@ -266,8 +327,8 @@ func (h *hotRows) protectionRows(cluster string, conf *config.Cluster) []Protect
 	rows := []ProtectionRow{}
 	for table, st := range h.tables {
 		r := ProtectionRow{Protection: "hot_row", Cluster: cluster, Scope: table, Mode: mode,
-			Active: st.queued, Total: st.queuedTotal, Refused: st.refusedFull + st.refusedWait,
-			RefusedWait: st.refusedWait, DryRun: st.wouldQueue, DryRunRefused: st.wouldRefuse}
+			Active: st.queued, Total: st.queuedTotal, Refused: st.refusedFull + st.refusedWait + st.refusedDeadlock,
+			RefusedWait: st.refusedWait, RefusedDeadlock: st.refusedDeadlock, DryRun: st.wouldQueue, DryRunRefused: st.wouldRefuse}
 		all.add(r)
 		rows = append(rows, r)
 	}
@@ -357,7 +418,12 @@ next:
 				continue next // this transaction holds the row already
 			}
 		}
-		held, refusal := c.hot.acquire(ss.context(), k, cfg, ss.client.PeerGone)
+		ss.proc.waiting(waitHotRow)
+		if ss.hotTxn == nil {
+			ss.hotTxn = &hotTxn{}
+		}
+		held, refusal := c.hot.acquire(ss.statementContext(), ss.hotTxn, k, cfg, ss.client.PeerGone)
+		ss.proc.waiting(waitNone)
 		if held {
 			ss.hotHeld = append(ss.hotHeld, hotHold{h: &c.hot, slot: i})
 		}
@@ -442,7 +508,7 @@ func (ss *Session) releaseHotRows() {
 		limit = ss.cluster.conf.Load().HotRow.MaxConcurrency
 	}
 	for _, held := range ss.hotHeld {
-		held.h.release(held.slot, limit)
+		held.h.release(ss.hotTxn, held.slot, limit)
 	}
 	clear(ss.hotHeld)
 	ss.hotHeld = ss.hotHeld[:0]
@@ -452,6 +518,20 @@ func (ss *Session) releaseHotRows() {
 // single-column primary or unique key, lower case, asking the primary
 // the first time. The cache is bounded (emptied when full) and emptied by
 // a reload.
+// changesSchema reports whether sql, a statement that commits implicitly
+// (querypath.Route.ImplicitCommit), may change a table's keys: it starts
+// with ALTER, CREATE, DROP, RENAME or TRUNCATE (a leading comment hides
+// it: the cache is then forgotten at the next reload).
+func changesSchema(sql string) bool {
+	w, _ := firstWord(unsafe.Slice(unsafe.StringData(sql), len(sql)))
+	for _, k := range [...]string{"ALTER", "CREATE", "DROP", "RENAME", "TRUNCATE"} {
+		if eqFold(w, k) {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *cluster) keyColumns(ss *Session, table string) (map[string]bool, error) {
 	c.keyMu.Lock()
 	keys, ok := c.keys[table]
@@ -481,8 +561,9 @@ func (c *cluster) keyColumns(ss *Session, table string) (map[string]bool, error)
 // maxKeyTables bounds the tables whose keys a cluster remembers.
 const maxKeyTables = 10000
 
-// forgetKeys empties the key column cache (a reload: tables may have
-// changed).
+// forgetKeys empties the key column cache: on a reload, and after a
+// statement through the gateway that may have changed a table's keys
+// (ALTER, CREATE, DROP, RENAME, TRUNCATE).
 func (c *cluster) forgetKeys() {
 	c.keyMu.Lock()
 	c.keys = nil

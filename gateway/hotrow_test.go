@@ -13,6 +13,7 @@ import (
 
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/querypath"
+	"github.com/directgate/directgate/wire"
 )
 
 func hotConf(conc, queue int, wait time.Duration, dry bool) config.HotRow {
@@ -26,7 +27,7 @@ func TestHotRowFIFO(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var h hotRows
 		cfg := hotConf(1, 10, time.Minute, false)
-		if held, err := h.acquire(context.Background(), testRow, cfg, nil); !held || err != nil {
+		if held, err := h.acquire(context.Background(), nil, testRow, cfg, nil); !held || err != nil {
 			t.Fatalf("first acquire: %v %v", held, err)
 		}
 		var mu sync.Mutex
@@ -36,7 +37,7 @@ func TestHotRowFIFO(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				held, err := h.acquire(context.Background(), testRow, cfg, nil)
+				held, err := h.acquire(context.Background(), nil, testRow, cfg, nil)
 				if !held || err != nil {
 					t.Errorf("waiter %d: %v %v", i, held, err)
 					return
@@ -44,14 +45,14 @@ func TestHotRowFIFO(t *testing.T) {
 				mu.Lock()
 				order = append(order, i)
 				mu.Unlock()
-				h.release(testRow.slot(), cfg.MaxConcurrency)
+				h.release(nil, testRow.slot(), cfg.MaxConcurrency)
 			}()
 			synctest.Wait() // waiter i is queued before i+1 comes
 		}
 		if rows := h.protectionRows("c", &config.Cluster{HotRow: cfg}); rows[0].Active != 5 || rows[0].Total != 5 {
 			t.Errorf("while queued: %+v", rows[0])
 		}
-		h.release(testRow.slot(), cfg.MaxConcurrency)
+		h.release(nil, testRow.slot(), cfg.MaxConcurrency)
 		wg.Wait()
 		if fmt.Sprint(order) != "[0 1 2 3 4]" {
 			t.Errorf("order %v, want 0..4", order)
@@ -60,7 +61,7 @@ func TestHotRowFIFO(t *testing.T) {
 		if rows[0].Active != 0 || rows[0].Total != 5 || rows[0].Mode != "on" || len(rows) != 2 || rows[1].Scope != "db.t" {
 			t.Errorf("after: %+v", rows)
 		}
-		if s := h.slots[testRow.slot()]; s.holders != 0 || len(s.waiters) != 0 {
+		if s := h.slots[testRow.slot()]; len(s.holders) != 0 || len(s.waiters) != 0 {
 			t.Errorf("slot left %+v", s)
 		}
 	})
@@ -71,21 +72,21 @@ func TestHotRowQueueFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var h hotRows
 		cfg := hotConf(1, 2, time.Minute, false)
-		h.acquire(context.Background(), testRow, cfg, nil)
+		h.acquire(context.Background(), nil, testRow, cfg, nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		for range 2 {
-			go h.acquire(ctx, testRow, cfg, nil)
+			go h.acquire(ctx, nil, testRow, cfg, nil)
 		}
 		synctest.Wait()
-		held, err := h.acquire(context.Background(), testRow, cfg, nil)
+		held, err := h.acquire(context.Background(), nil, testRow, cfg, nil)
 		if held || err == nil || err.Code != 1205 || err.State != "HY000" ||
 			!strings.Contains(err.Message, "hot row db.t key id=1 has 2 transactions queued") {
 			t.Fatalf("third waiter: %v %v", held, err)
 		}
 		// Another row is not affected.
 		other := hotKey{table: "db.t", column: "id", value: "2"}
-		if held, err := h.acquire(context.Background(), other, cfg, nil); !held || err != nil {
+		if held, err := h.acquire(context.Background(), nil, other, cfg, nil); !held || err != nil {
 			t.Errorf("other row: %v %v", held, err)
 		}
 		cancel()
@@ -103,9 +104,9 @@ func TestHotRowWaitBounds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var h hotRows
 		cfg := hotConf(1, 5, 3*time.Second, false)
-		h.acquire(context.Background(), testRow, cfg, nil)
+		h.acquire(context.Background(), nil, testRow, cfg, nil)
 		start := time.Now()
-		held, err := h.acquire(context.Background(), testRow, cfg, nil)
+		held, err := h.acquire(context.Background(), nil, testRow, cfg, nil)
 		if held || err == nil || err.Code != 1205 || !strings.Contains(err.Message, "hot_row.max_wait") {
 			t.Fatalf("timed out waiter: %v %v", held, err)
 		}
@@ -117,7 +118,7 @@ func TestHotRowWaitBounds(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			held, err := h.acquire(context.Background(), testRow, cfg, gone.Load)
+			held, err := h.acquire(context.Background(), nil, testRow, cfg, gone.Load)
 			if held || err == nil || err.Code != 1317 {
 				t.Errorf("gone waiter: %v %v", held, err)
 			}
@@ -125,8 +126,8 @@ func TestHotRowWaitBounds(t *testing.T) {
 		synctest.Wait()
 		gone.Store(true)
 		wg.Wait()
-		h.release(testRow.slot(), cfg.MaxConcurrency)
-		if s := h.slots[testRow.slot()]; s.holders != 0 || len(s.waiters) != 0 {
+		h.release(nil, testRow.slot(), cfg.MaxConcurrency)
+		if s := h.slots[testRow.slot()]; len(s.holders) != 0 || len(s.waiters) != 0 {
 			t.Errorf("slot left %+v", s)
 		}
 		rows := h.protectionRows("c", &config.Cluster{HotRow: cfg})
@@ -141,7 +142,7 @@ func TestHotRowDryRun(t *testing.T) {
 	var h hotRows
 	cfg := hotConf(1, 1, time.Minute, true)
 	for i := range 3 {
-		if held, err := h.acquire(context.Background(), testRow, cfg, nil); !held || err != nil {
+		if held, err := h.acquire(context.Background(), nil, testRow, cfg, nil); !held || err != nil {
 			t.Fatalf("acquire %d: %v %v", i, held, err)
 		}
 	}
@@ -150,9 +151,9 @@ func TestHotRowDryRun(t *testing.T) {
 		t.Errorf("counters %+v", r)
 	}
 	for range 3 {
-		h.release(testRow.slot(), cfg.MaxConcurrency)
+		h.release(nil, testRow.slot(), cfg.MaxConcurrency)
 	}
-	if s := h.slots[testRow.slot()]; s.holders != 0 {
+	if s := h.slots[testRow.slot()]; len(s.holders) != 0 {
 		t.Errorf("slot left %+v", s)
 	}
 }
@@ -164,7 +165,7 @@ func TestHotRowConcurrencyAndOff(t *testing.T) {
 		var h hotRows
 		cfg := hotConf(2, 10, time.Minute, false)
 		for range 2 {
-			if held, _ := h.acquire(context.Background(), testRow, cfg, nil); !held {
+			if held, _ := h.acquire(context.Background(), nil, testRow, cfg, nil); !held {
 				t.Fatal("not admitted")
 			}
 		}
@@ -173,15 +174,15 @@ func TestHotRowConcurrencyAndOff(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if held, err := h.acquire(context.Background(), testRow, cfg, nil); !held || err != nil {
+				if held, err := h.acquire(context.Background(), nil, testRow, cfg, nil); !held || err != nil {
 					t.Errorf("waiter: %v %v", held, err)
 				}
 			}()
 		}
 		synctest.Wait()
-		h.release(testRow.slot(), 0) // reloaded with protection off
+		h.release(nil, testRow.slot(), 0) // reloaded with protection off
 		wg.Wait()
-		if s := h.slots[testRow.slot()]; s.holders != 4 || len(s.waiters) != 0 {
+		if s := h.slots[testRow.slot()]; len(s.holders) != 4 || len(s.waiters) != 0 {
 			t.Errorf("slot %+v", s)
 		}
 	})
@@ -235,10 +236,10 @@ func TestProtectionsViews(t *testing.T) {
 	conf := *c.conf.Load()
 	conf.HotRow = hotConf(1, 0, time.Minute, false)
 	c.conf.Store(&conf)
-	if held, _ := c.hot.acquire(context.Background(), testRow, conf.HotRow, nil); !held {
+	if held, _ := c.hot.acquire(context.Background(), nil, testRow, conf.HotRow, nil); !held {
 		t.Fatal("not admitted")
 	}
-	if held, err := c.hot.acquire(context.Background(), testRow, conf.HotRow, nil); held || err == nil {
+	if held, err := c.hot.acquire(context.Background(), nil, testRow, conf.HotRow, nil); held || err == nil {
 		t.Fatal("not refused")
 	}
 	_, page := f.get(t, "/debug/status")
@@ -299,5 +300,85 @@ func TestProtectionRates(t *testing.T) {
 	pr.fill(rows, t0.Add(30*time.Second))
 	if rows[0].Rate != 0 {
 		t.Errorf("a row that was gone kept its samples: %v", rows[0].Rate)
+	}
+}
+
+// Transactions that would wait at the gateway for each other's rows are
+// refused at once (a deadlock), not after max_wait; a row another
+// transaction holds without waiting is no deadlock.
+func TestHotRowDeadlock(t *testing.T) {
+	other := hotKey{table: "db.t", column: "id", value: "2"}
+	if other.slot() == testRow.slot() {
+		t.Fatal("test rows share a slot")
+	}
+	queued := func(h *hotRows, k hotKey) int {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.slots[k.slot()].waiters)
+	}
+	for _, conc := range []int{1, 2} {
+		t.Run(fmt.Sprint("max_concurrency=", conc), func(t *testing.T) {
+			var h hotRows
+			cfg := hotConf(conc, 10, time.Minute, false)
+			a, b, c := &hotTxn{}, &hotTxn{}, &hotTxn{}
+			mustHold := func(txn *hotTxn, k hotKey) {
+				t.Helper()
+				if held, err := h.acquire(context.Background(), txn, k, cfg, nil); !held || err != nil {
+					t.Fatalf("not admitted: %v", err)
+				}
+			}
+			mustHold(a, testRow)
+			mustHold(b, other)
+			for range conc - 1 { // fill the rows: the next ones wait
+				mustHold(c, testRow)
+				mustHold(c, other)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			aDone := make(chan *wire.SQLError, 1)
+			go func() { // a waits for b's row
+				_, err := h.acquire(ctx, a, other, cfg, nil)
+				aDone <- err
+			}()
+			for queued(&h, other) == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			bDone := make(chan *wire.SQLError, 1)
+			go func() { // b would wait for a's row
+				_, err := h.acquire(ctx, b, testRow, cfg, nil)
+				bDone <- err
+			}()
+			if conc == 1 {
+				err := <-bDone
+				if err == nil || err.Code != 1205 || !strings.Contains(err.Message, "deadlock") {
+					t.Fatalf("b: %v, want a deadlock refusal", err)
+				}
+				if r := h.protectionRows("main", &config.Cluster{})[0]; r.RefusedDeadlock != 1 || r.Refused != 1 {
+					t.Errorf("counters %+v", r)
+				}
+			} else {
+				// c holds both rows and waits for nothing: b waits.
+				for queued(&h, testRow) == 0 {
+					time.Sleep(time.Millisecond)
+				}
+				select {
+				case err := <-bDone:
+					t.Fatalf("b refused: %v", err)
+				default:
+				}
+			}
+			cancel()
+			if err := <-aDone; err == nil || err.Code != 1317 {
+				t.Errorf("a: %v, want interrupted", err)
+			}
+			if conc == 2 {
+				<-bDone
+			}
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if a.waiting != 0 || b.waiting != 0 {
+				t.Errorf("waits left: a %d, b %d", a.waiting, b.waiting)
+			}
+		})
 	}
 }

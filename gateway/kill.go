@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/directgate/directgate/wire"
@@ -127,6 +128,10 @@ func (sv *sessionView) endInFlight() {
 func (ss *Session) killStatement(closeFirst bool) error {
 	ss.killMu.Lock()
 	defer ss.killMu.Unlock()
+	ss.stmtWaits.killed.Store(true)
+	if ss.stmtWaits.cancel != nil {
+		ss.stmtWaits.cancel(errQueryKilled)
+	}
 	bc := ss.inFlight.Load()
 	if closeFirst {
 		ss.ForceClose()
@@ -135,4 +140,57 @@ func (ss *Session) killStatement(closeFirst bool) error {
 		return nil
 	}
 	return bc.be.killQuery(bc)
+}
+
+// A statement may wait at the gateway before it reaches a backend: for a
+// pooled connection, a primary, its user's pool share, a hot row. KILL
+// QUERY ends those waits as MariaDB ends a statement waiting for a lock:
+// the statement fails with error 1317 and runs nowhere. The waits take
+// the statement context (Session.statementContext), a child of the
+// session's context that a KILL QUERY cancels with errQueryKilled. A
+// context that was cancelled is replaced when the next command starts,
+// so a kill never reaches a later statement than the one running (or the
+// one that starts right after it, as on MariaDB).
+
+// errQueryKilled is the cause of a statement context cancelled by KILL
+// QUERY.
+var errQueryKilled = errors.New("query execution was interrupted (KILL QUERY)")
+
+// stmtWaits is the statement context and what cancels it.
+type stmtWaits struct {
+	// killed is set by a KILL QUERY; the next command starts with a new
+	// context.
+	killed atomic.Bool
+	// ctx is the statement context; the session's goroutine reads it
+	// without a lock. cancel is its cancel function, guarded by killMu.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// statementContext is the context the running statement's waits take: it
+// ends with the session (KILL CONNECTION, shutdown) and with a KILL QUERY.
+func (ss *Session) statementContext() context.Context {
+	if ss.stmtWaits.ctx == nil {
+		ss.renewStatementContext()
+	}
+	return ss.stmtWaits.ctx
+}
+
+// renewStatementContext gives the session a new statement context, the
+// old one being cancelled (or not made yet).
+func (ss *Session) renewStatementContext() {
+	ctx, cancel := context.WithCancelCause(ss.context())
+	ss.killMu.Lock()
+	if ss.stmtWaits.cancel != nil {
+		ss.stmtWaits.cancel(nil)
+	}
+	ss.stmtWaits.ctx, ss.stmtWaits.cancel = ctx, cancel
+	ss.stmtWaits.killed.Store(false)
+	ss.killMu.Unlock()
+}
+
+// interruptedError is the client's answer to a statement whose wait at
+// the gateway a KILL QUERY ended; what it waited for says where.
+func interruptedError(waitedFor string) *wire.SQLError {
+	return wire.NewError(1317, "70100", "Query execution was interrupted while waiting at the gateway for %s", waitedFor)
 }

@@ -494,7 +494,7 @@ var (
 	descHotRowQueuedTotal = prometheus.NewDesc("directgate_hot_row_queued_total",
 		"Statements that waited in a hot-row queue.", []string{"cluster"}, nil)
 	descHotRowRefused = prometheus.NewDesc("directgate_hot_row_refused_total",
-		"Statements refused by hot-row protection with error 1205: queue_full (hot_row.max_queue) or max_wait (waited hot_row.max_wait).", []string{"cluster", "reason"}, nil)
+		"Statements refused by hot-row protection with error 1205: queue_full (hot_row.max_queue), max_wait (waited hot_row.max_wait) or deadlock (waiting would have closed a cycle of transactions waiting at the gateway for each other's rows).", []string{"cluster", "reason"}, nil)
 	descHotRowDryRun = prometheus.NewDesc("directgate_hot_row_dry_run_total",
 		"In dry-run mode, statements hot-row protection would have queued (would) or refused at once (would_refuse).", []string{"cluster", "outcome"}, nil)
 	descHotRowMode = prometheus.NewDesc("directgate_hot_row_mode",
@@ -603,8 +603,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descHotRowQueued, float64(r.Active), r.Cluster)
 		counter(descHotRowQueuedTotal, float64(r.Total), r.Cluster)
-		counter(descHotRowRefused, float64(r.Refused-r.RefusedWait), r.Cluster, "queue_full")
+		counter(descHotRowRefused, float64(r.Refused-r.RefusedWait-r.RefusedDeadlock), r.Cluster, "queue_full")
 		counter(descHotRowRefused, float64(r.RefusedWait), r.Cluster, "max_wait")
+		counter(descHotRowRefused, float64(r.RefusedDeadlock), r.Cluster, "deadlock")
 		counter(descHotRowDryRun, float64(r.DryRun), r.Cluster, "would")
 		counter(descHotRowDryRun, float64(r.DryRunRefused), r.Cluster, "would_refuse")
 		for _, m := range []string{"off", "on", "dry_run"} {

@@ -143,7 +143,7 @@ func (ss *Session) checkOwnerGrants(db string, route querypath.Route, sql string
 	if err != nil {
 		return true, ss.writeErr(toClientError(err))
 	}
-	ctx, cancel := context.WithTimeout(ss.context(), be.cluster.conf.Load().Pool.AcquireTimeout)
+	ctx, cancel := context.WithTimeout(ss.statementContext(), be.cluster.conf.Load().Pool.AcquireTimeout)
 	l, err := pool.Acquire(ctx)
 	cancel()
 	if err != nil {

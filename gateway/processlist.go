@@ -77,6 +77,9 @@ func (ss *Session) processList(full bool) []processRow {
 		o.proc.mu.Unlock()
 		if r.command != "Sleep" {
 			r.state = "executing"
+			if w := gatewayWait(o.proc.wait.Load()); w != waitNone {
+				r.state = w.state()
+			}
 		}
 		if o == ss {
 			r.state = "starting"

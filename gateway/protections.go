@@ -49,6 +49,9 @@ type ProtectionRow struct {
 	// max_wait); RefusedWait the part of them that waited first.
 	Refused     int64 `json:"refused"`
 	RefusedWait int64 `json:"refused_wait"`
+	// RefusedDeadlock is the part of Refused refused at once because
+	// waiting would have closed a cycle of waits (hot_row).
+	RefusedDeadlock int64 `json:"refused_deadlock,omitempty"`
 	// DryRun is, in dry-run mode, the statements that would have been
 	// held back; DryRunRefused those that would have been refused.
 	DryRun        int64 `json:"dry_run"`
@@ -68,6 +71,7 @@ func (p *ProtectionRow) add(r ProtectionRow) {
 	p.Total += r.Total
 	p.Refused += r.Refused
 	p.RefusedWait += r.RefusedWait
+	p.RefusedDeadlock += r.RefusedDeadlock
 	p.DryRun += r.DryRun
 	p.DryRunRefused += r.DryRunRefused
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -159,11 +160,13 @@ func (ss *Session) primaryBackend(snap *healthcheck.Snapshot, conf *config.Clust
 			waited = time.Now()
 			timer = time.NewTimer(wait)
 			defer timer.Stop()
+			ss.proc.waiting(waitPrimary)
+			defer ss.proc.waiting(waitNone)
 		}
 		ss.srv.health.Refresh()
 		select {
-		case <-ss.context().Done():
-			return nil, ss.context().Err()
+		case <-ss.statementContext().Done():
+			return nil, context.Cause(ss.statementContext())
 		case <-snap.Changed():
 			snap = ss.srv.health.Snapshot()
 		case <-timer.C:

@@ -46,6 +46,9 @@ type Session struct {
 	// hotHeld are the hot-row slots the session's transaction holds
 	// (hotrow.go), given back when the transaction ends.
 	hotHeld []hotHold
+	// hotTxn is the session's transaction as the row slots see it, made
+	// on first use (hotrow.go).
+	hotTxn *hotTxn
 	// setsGlobal says the statement being exchanged may change global
 	// variables (a SET GLOBAL); endHot says its answer may end the
 	// transaction holding hot rows. atEnd acts on both before the answer
@@ -139,6 +142,9 @@ type sessionView struct {
 	// killMu orders a kill of the session's statement (killStatement)
 	// before the session lets the statement's connection go (kill.go).
 	killMu sync.Mutex
+	// stmtWaits is what KILL QUERY ends of a statement waiting at the
+	// gateway (kill.go).
+	stmtWaits stmtWaits
 	// proc is what SHOW PROCESSLIST shows of the session.
 	proc procInfo
 }
@@ -154,7 +160,53 @@ type procInfo struct {
 	// sql is the statement running, pointing into the session's read
 	// buffer: valid only under mu, and "" between commands.
 	sql string
+	// wait is what the statement waits for at the gateway, if anything
+	// (set without mu: one atomic store on each side of a wait).
+	wait atomic.Uint32
 }
+
+// gatewayWait is what a statement waits for at the gateway, as SHOW
+// PROCESSLIST's State tells it.
+type gatewayWait uint32
+
+const (
+	waitNone gatewayWait = iota
+	// waitPool: a connection of the backend's pool.
+	waitPool
+	// waitPrimary: a primary (failover_buffer).
+	waitPrimary
+	// waitShare: the user's share of the pool (max_pool_share).
+	waitShare
+	// waitHotRow: a hot row's turn (hot_row).
+	waitHotRow
+	// waitThrottle: the replicas to catch up (throttle).
+	waitThrottle
+	// waitConsolidation: another session's identical read (consolidation).
+	waitConsolidation
+)
+
+// state is the wait's SHOW PROCESSLIST State.
+func (w gatewayWait) state() string {
+	switch w {
+	case waitPool:
+		return "Waiting for a pooled backend connection at the gateway"
+	case waitPrimary:
+		return "Waiting for a primary at the gateway"
+	case waitShare:
+		return "Waiting for the user's pool share at the gateway"
+	case waitHotRow:
+		return "Waiting for a hot row at the gateway"
+	case waitThrottle:
+		return "Throttled at the gateway: replicas lag"
+	case waitConsolidation:
+		return "Waiting for an identical read at the gateway"
+	}
+	return ""
+}
+
+// waiting records that the statement waits for w at the gateway (waitNone:
+// it waits no more).
+func (pi *procInfo) waiting(w gatewayWait) { pi.wait.Store(uint32(w)) }
 
 // begin records that the session started the command p.
 func (pi *procInfo) begin(p []byte, db string, now time.Time) {
@@ -185,6 +237,7 @@ func (pi *procInfo) end(db string) {
 	pi.mu.Lock()
 	pi.command, pi.sql, pi.db = "Sleep", "", db
 	pi.mu.Unlock()
+	pi.wait.Store(0)
 }
 
 // handshakeMaxPacket bounds a packet before login: a handshake response
@@ -362,6 +415,9 @@ func (ss *Session) dispatch(p []byte) error {
 	// One clock read per command: its metrics, the idle check of a pooled
 	// connection and SHOW PROCESSLIST all take it.
 	ss.now = time.Now()
+	if ss.stmtWaits.killed.Load() {
+		ss.renewStatementContext()
+	}
 	ss.proc.begin(p, ss.db, ss.now)
 	err := ss.dispatchCommand(p)
 	if len(ss.hotHeld) > 0 && ss.pins&pinTxn == 0 {
@@ -467,6 +523,11 @@ func (ss *Session) comQuery(p []byte) error {
 	}
 	if e := ss.hotRowText(route, sql); e != nil {
 		return ss.writeErr(e)
+	}
+	if route.ImplicitCommit && ss.cluster != nil && changesSchema(sql) {
+		// Hot-row protection learns keys once per table: a change of
+		// schema makes it ask again (after the statement ran).
+		defer ss.cluster.forgetKeys()
 	}
 	return ss.run(p, route, wire.ResponseQuery)
 }
@@ -690,7 +751,9 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 		pool, err := be.poolFor(ss.poolKey())
 		var l *pools.Lease[*backendConn]
 		if err == nil {
-			l, err = pool.Acquire(ss.context())
+			ss.proc.waiting(waitPool)
+			l, err = pool.Acquire(ss.statementContext())
+			ss.proc.waiting(waitNone)
 		}
 		if err != nil {
 			ss.giveShare()

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -81,14 +82,16 @@ func (ss *Session) takeShare(be *backend) error {
 	wait := be.cluster.conf.Load().Pool.AcquireTimeout
 	t := time.NewTimer(wait)
 	defer t.Stop()
+	ss.proc.waiting(waitShare)
+	defer ss.proc.waiting(waitNone)
 	select {
 	case sem <- struct{}{}:
 		ss.share = sem
 		return nil
 	case <-t.C:
 		return &shareError{user: ss.user.User, backend: be.addr, share: ss.user.MaxPoolShare, held: cap(sem), waited: wait}
-	case <-ss.context().Done():
-		return ss.context().Err()
+	case <-ss.statementContext().Done():
+		return context.Cause(ss.statementContext())
 	}
 }
 

@@ -291,15 +291,16 @@ func New[T Conn](cfg Config[T]) (*Pool[T], error) {
 //   - a *DialError when the dial this call started failed;
 //   - Config.Prepare's error, wrapped, when it rejected a connection so;
 //   - an *AcquireTimeoutError when nothing came within AcquireTimeout;
-//   - ctx.Err(), wrapped, when ctx ended first;
+//   - context.Cause(ctx) (ctx.Err() unless ctx was cancelled with a
+//     cause), wrapped, when ctx ended first;
 //   - ErrClosed, wrapped, when the pool is or becomes closed.
 //
 // A dial started by Acquire is not cancelled when ctx ends: the connection
 // joins the idle queue. Acquire never hands out a connection past its
 // lifetime.
 func (p *Pool[T]) Acquire(ctx context.Context) (*Lease[T], error) {
-	if err := ctx.Err(); err != nil {
-		return nil, p.ctxError(err)
+	if ctx.Err() != nil {
+		return nil, p.ctxError(context.Cause(ctx))
 	}
 	if p.closed.Load() {
 		return nil, p.closedError()
@@ -393,7 +394,7 @@ func (p *Pool[T]) acquireSlow(ctx context.Context) (*Lease[T], error) {
 			// waited longer took it first.
 		case <-room:
 		case <-ctx.Done():
-			return nil, p.ctxError(ctx.Err())
+			return nil, p.ctxError(context.Cause(ctx))
 		case <-timer.C:
 			p.acquireTimeouts.Add(1)
 			return nil, p.timeoutError()

@@ -61,6 +61,11 @@
 // the gateway's health view after each of their runs is saved next to the
 // sysbench output. Without the gateway target there are no such cases.
 //
+// The equal-rate case (full runs; -rate, env BENCH_RATE, default 10000,
+// 0 leaves it out) runs oltp_point_select at 8 threads with sysbench's
+// --rate: every target gets the same queries per second, so mariadbd's CPU
+// per query compares targets without the rate effect.
+//
 // The hot-row cases (full runs, with the gateway target) run
 // e2e/bench/lua/hotrow.lua (-lua names its directory): 64 threads, each
 // transaction updating one of 4 rows, prepared statements, direct and

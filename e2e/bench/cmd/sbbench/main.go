@@ -35,6 +35,11 @@ type settings struct {
 	Gorelay    string `json:"gorelay_binary"`
 	// LuaDir holds the repository's sysbench scripts (hotrow.lua).
 	LuaDir string `json:"lua_dir"`
+	// Rate is the queries per second of the equal-rate case (0: no such
+	// case): every target gets the same load, so mariadbd's CPU per
+	// query compares targets without the rate effect (MariaDB spends
+	// more per query when it serves fewer).
+	Rate int `json:"equal_rate"`
 	// Targets are what sysbench runs against in every round of a case, in
 	// this order: direct first, then the proxies and peers.
 	Targets    []string `json:"targets"`
@@ -94,6 +99,9 @@ type benchCase struct {
 	// the primary, so oltp_read_only's BEGIN ... COMMIT would never reach
 	// the replica.
 	SkipTrx bool `json:"sysbench_skip_trx"`
+	// Rate, when not zero, is sysbench's --rate: events (here queries)
+	// per second, the same for every target.
+	Rate int `json:"rate,omitempty"`
 }
 
 // Pool sizes of the gateways. The multiplexing case puts muxThreads
@@ -103,6 +111,11 @@ const (
 	muxPoolSize  = 32
 	muxThreads   = 512
 )
+
+// defaultRate is the equal-rate case's queries per second: about half of
+// what the slowest target (a Go relay) served at 8 threads on the 2-core
+// machines this runs on.
+const defaultRate = 10000
 
 // hotRowThreads is the client thread count of the hot-row cases.
 const hotRowThreads = 64
@@ -234,6 +247,10 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	if tableSize, err = envInt("BENCH_TABLE_SIZE", tableSize); err != nil {
 		errs = append(errs, err)
 	}
+	rate, err := envInt("BENCH_RATE", defaultRate)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return s, err
 	}
@@ -248,6 +265,7 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	fs.BoolVar(&s.CPUProfile, "cpuprofile", envBool("BENCH_CPUPROFILE"), "pass --cpuprofile to the gateways; profiles go to the results dir (env BENCH_CPUPROFILE=1)")
 	fs.StringVar(&s.Gateway, "gateway", "bin/gateway", "gateway binary")
 	fs.StringVar(&s.Gorelay, "gorelay", "bin/gorelay", "gorelay binary (go build -o bin/gorelay ./e2e/bench/cmd/gorelay)")
+	fs.IntVar(&s.Rate, "rate", rate, "queries per second of the equal-rate point_select case, below what every target sustains; 0 leaves the case out (env BENCH_RATE)")
 	fs.StringVar(&s.LuaDir, "lua", "e2e/bench/lua", "directory of the repository's sysbench scripts (hotrow.lua)")
 	targets := fs.String("targets", getenv("BENCH_TARGETS"), "comma-separated targets run in every round: direct (always run), haproxy, gorelay, gateway and peer names; "+
 		"default direct,haproxy,gorelay,gateway and every peer (env BENCH_TARGETS)")
@@ -262,6 +280,9 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	}
 	if s.Seconds < 1 || s.Rounds < 1 || s.Tables < 1 || s.TableSize < 1 {
 		return s, errors.New("-time, -rounds, -tables and -table-size must be positive")
+	}
+	if s.Rate < 0 {
+		return s, errors.New("-rate must not be negative")
 	}
 	if s.Peers, err = parsePeers(*peers); err != nil {
 		return s, fmt.Errorf("-peers: %w", err)
@@ -385,6 +406,15 @@ func buildCases(s settings) ([]benchCase, error) {
 				})
 			}
 		}
+	}
+	if !s.Quick && s.Rate > 0 {
+		// The same load for every target: mariadbd's CPU per query
+		// without the rate effect.
+		all = append(all, benchCase{
+			Name:     fmt.Sprintf("point_select ps=disable t=8 rate=%d", s.Rate),
+			Workload: "oltp_point_select", PSMode: "disable", Threads: 8, Targets: targets, Gateway: "main", PoolSize: mainPoolSize,
+			Rate: s.Rate,
+		})
 	}
 	if !s.Quick && slices.Contains(targets, targetGateway) {
 		// Hot rows: direct against the gateway without, then with,
@@ -979,6 +1009,9 @@ func (b *bench) runOne(ctx context.Context, c benchCase, tgt string, round, runN
 	var extra []string
 	if c.SkipTrx {
 		extra = append(extra, "--skip-trx=on")
+	}
+	if c.Rate > 0 {
+		extra = append(extra, "--rate="+strconv.Itoa(c.Rate))
 	}
 	var hot *hotRowWatch
 	if c.HotRows {

@@ -150,8 +150,8 @@ func TestSettingsAndCases(t *testing.T) {
 		t.Fatalf("full defaults: %+v, %v", s, err)
 	}
 	cases, err := buildCases(s)
-	if err != nil || len(cases) != 18 {
-		t.Fatalf("full run: %d cases, %v; want 3 workloads x 2 thread counts x 2 ps modes + 2 replica reads + 2 hot rows + 2 mux", len(cases), err)
+	if err != nil || len(cases) != 19 {
+		t.Fatalf("full run: %d cases, %v; want 3 workloads x 2 thread counts x 2 ps modes + 2 replica reads + 1 equal rate + 2 hot rows + 2 mux", len(cases), err)
 	}
 	if c := cases[len(cases)-1]; c.Threads != muxThreads || c.PoolSize != muxPoolSize || c.Gateway != "mux" {
 		t.Fatalf("last case is not the multiplexing case: %+v", c)
@@ -168,19 +168,28 @@ func TestSettingsAndCases(t *testing.T) {
 		"read_only ps=auto t=8,read_only ps=disable t=8,read_only ps=auto t=64,read_only ps=disable t=64," +
 		"read_only_replicas ps=auto t=8,read_only_replicas ps=disable t=8," +
 		"read_write ps=auto t=8,read_write ps=disable t=8,read_write ps=auto t=64,read_write ps=disable t=64," +
+		"point_select ps=disable t=8 rate=10000," +
 		"hotrow t=64,hotrow protected t=64," +
 		"mux point_select ps=auto t=512 pool=32,mux point_select ps=disable t=512 pool=32"
 	if got := strings.Join(names, ","); got != wantOrder {
 		t.Fatalf("full run cases:\n%s\nwant:\n%s", got, wantOrder)
 	}
 	for i, gw := range []string{"main", "hotrow"} {
-		c := cases[14+i]
+		c := cases[15+i]
 		if !c.HotRows || c.HotRowProtection != (gw == "hotrow") || c.Gateway != gw || c.Threads != 64 || !strings.HasSuffix(c.Workload, "/hotrow.lua") {
 			t.Errorf("hot-row case: %+v", c)
 		}
 	}
 	if c := cases[8]; c.Workload != "oltp_read_only" || c.PSMode != "auto" || c.Threads != 8 || c.PoolSize != mainPoolSize {
 		t.Fatalf("replica case: %+v", c)
+	}
+	if c := cases[14]; c.Rate != defaultRate || c.Workload != "oltp_point_select" || c.PSMode != "disable" {
+		t.Fatalf("equal-rate case: %+v", c)
+	}
+	if s2, err := parseSettings([]string{"-rate", "0"}, env(nil)); err != nil {
+		t.Fatal(err)
+	} else if cases, err := buildCases(s2); err != nil || len(cases) != 18 {
+		t.Fatalf("-rate 0: %d cases, %v", len(cases), err)
 	}
 	// Every case runs the default targets, but the replica-read and
 	// hot-row cases only direct and the gateway.
@@ -195,7 +204,7 @@ func TestSettingsAndCases(t *testing.T) {
 	}
 	// Without the gateway target there are no replica-read cases.
 	s.Targets = []string{"direct", "haproxy"}
-	if cases, err = buildCases(s); err != nil || len(cases) != 14 || strings.Join(cases[13].Targets, ",") != "direct,haproxy" {
+	if cases, err = buildCases(s); err != nil || len(cases) != 15 || strings.Join(cases[14].Targets, ",") != "direct,haproxy" {
 		t.Fatalf("without the gateway: %d cases, %v", len(cases), err)
 	}
 	s.CaseFilter = "replicas"

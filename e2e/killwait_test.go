@@ -1,0 +1,138 @@
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// KILL QUERY ends a statement that waits at the gateway (for a hot row's
+// turn, for a pooled connection) as MariaDB ends one waiting for a lock:
+// error 1317, nothing run, the session usable, and SHOW PROCESSLIST
+// told what it waited for meanwhile.
+func TestKillQueryEndsGatewayWaits(t *testing.T) {
+	cases := []struct {
+		name, hotRow string
+		pool         int
+		hold, stmt   string
+		state        string
+	}{
+		{"hot row", "{max_concurrency: 1, max_wait: 30s}", 4, "UPDATE hotrow SET n = n + 1 WHERE id = 1",
+			"UPDATE hotrow SET n = n + 1 WHERE id = 1", "Waiting for a hot row at the gateway"},
+		{"pool", "{max_concurrency: 0}", 1, "UPDATE hotrow SET n = n + 1 WHERE id = 2",
+			"SELECT n FROM hotrow WHERE id = 3", "Waiting for a pooled backend connection at the gateway"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			hotRowTable(t)
+			srv := startTestGateway(t, "killwait", killWaitYAML(c.hotRow, c.pool))
+			db := open(t, hotRowDSN(srv, false))
+			ctx := context.Background()
+			waiter, err := db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer waiter.Close()
+			// Every connection logs in (which checks the database on a
+			// pooled connection) before the only one is held.
+			adm := open(t, dsnFor(srv.Addr().String(), adminUser, adminPass))
+			killer, err := open(t, hotRowDSN(srv, false)).Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer killer.Close()
+			if err := adm.Ping(); err != nil {
+				t.Fatal(err)
+			}
+			holdRow(t, db, c.hold)
+			var id int64
+			// The gateway answers CONNECTION_ID() itself: no pooled
+			// connection needed.
+			if err := waiter.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := waiter.ExecContext(ctx, c.stmt)
+				done <- err
+			}()
+			waitState(t, adm, id, c.state, done)
+			if _, err := killer.ExecContext(ctx, fmt.Sprintf("KILL QUERY %d", id)); err != nil {
+				t.Fatalf("KILL QUERY: %v", err)
+			}
+			select {
+			case err := <-done:
+				sqlErr(t, err, 1317, "70100")
+			case <-time.After(20 * time.Second):
+				t.Fatal("KILL QUERY did not end the wait")
+			}
+			// The kill reached only the statement it was meant for: the
+			// session goes on (the gateway answers CONNECTION_ID(), so
+			// this needs no pooled connection).
+			var again int64
+			if err := waiter.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&again); err != nil || again != id {
+				t.Fatalf("the session after the kill: %d, %v", again, err)
+			}
+		})
+	}
+}
+
+// killWaitYAML is the hot-row tests' gateway with pool size pool.
+func killWaitYAML(hotRow string, pool int) string {
+	return fmt.Sprintf(`
+listen: 127.0.0.1:0
+http_listen: "off"
+log: {level: %s}
+users:
+  - {user: %s, password: %s}
+  - {user: %s, password: %s, admin: true}
+clusters:
+  - name: main
+    backend_user: %s
+    backend_password: %s
+    backends: [%q]
+    pool: {size: %d, min_idle: 0, acquire_timeout: 30s}
+    hot_row: %s
+`, logLevel(), appUser, appPass, adminUser, adminPass, backendUser, backendPass, shared.db.Addr(), pool, hotRow)
+}
+
+// waitState waits until SHOW PROCESSLIST shows session id in state (the
+// statement started in the background ends early on done: a failure).
+func waitState(t *testing.T, adm *sql.DB, id int64, state string, done <-chan error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	last := ""
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			t.Fatalf("the statement ended before waiting (%v); last state %q", err, last)
+		default:
+		}
+		rows, err := adm.Query("SHOW PROCESSLIST")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		for rows.Next() {
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			if vals[0].String == fmt.Sprint(id) {
+				last = vals[6].String
+			}
+		}
+		rows.Close()
+		if last == state {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("session %d never showed state %q (last %q)", id, state, last)
+}
