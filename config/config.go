@@ -358,11 +358,13 @@ type Consolidation struct {
 // growing fraction of new statements of low-priority users at once
 // (error 1203, "gateway overloaded, retry"), never inside a transaction.
 type Shedding struct {
-	// MaxInFlight is the statements running on one backend past which
-	// the gateway sheds. Default 0: no limit.
+	// MaxInFlight is the statements this gateway has running on one
+	// backend past which it sheds (each gateway of a fleet counts its
+	// own). Default 0: no limit.
 	MaxInFlight int `yaml:"max_in_flight"`
-	// MaxQueueWait is the wait for a pooled connection past which the
-	// gateway sheds. Default 0: no limit.
+	// MaxQueueWait is the wait for one of a backend's pooled connections
+	// past which the gateway sheds (pools.Pool.QueueWait). Default 0: no
+	// limit.
 	MaxQueueWait time.Duration `yaml:"max_queue_wait"`
 }
 
