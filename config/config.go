@@ -155,6 +155,9 @@ type User struct {
 	Priority *int `yaml:"priority"`
 }
 
+// DefaultPriority is users[].priority when it is not set.
+const DefaultPriority = 50
+
 // HTTP secures the gateway's HTTP endpoints.
 type HTTP struct {
 	// Token, when set, is required as "Authorization: Bearer <token>" on
@@ -354,13 +357,15 @@ type Consolidation struct {
 // MaxInFlight statements running, or statements waited longer than
 // MaxQueueWait for one of its connections, the gateway refuses a small,
 // growing fraction of new statements of low-priority users at once
-// (error 1040, "gateway overloaded, retry"), never inside a transaction.
+// (error 1203, "gateway overloaded, retry"), never inside a transaction.
 type Shedding struct {
-	// MaxInFlight is the statements running on one backend past which
-	// the gateway sheds. Default 0: no limit.
+	// MaxInFlight is the statements this gateway has running on one
+	// backend past which it sheds (each gateway of a fleet counts its
+	// own). Default 0: no limit.
 	MaxInFlight int `yaml:"max_in_flight"`
-	// MaxQueueWait is the wait for a pooled connection past which the
-	// gateway sheds. Default 0: no limit.
+	// MaxQueueWait is the wait for one of a backend's pooled connections
+	// past which the gateway sheds (pools.Pool.QueueWait). Default 0: no
+	// limit.
 	MaxQueueWait time.Duration `yaml:"max_queue_wait"`
 }
 
@@ -550,7 +555,7 @@ func (c *Config) ApplyDefaults() {
 	}
 	for i := range c.Users {
 		if c.Users[i].Priority == nil {
-			c.Users[i].Priority = ptr(50)
+			c.Users[i].Priority = ptr(DefaultPriority)
 		}
 		if c.Users[i].Cluster == "" && len(c.Clusters) > 0 {
 			c.Users[i].Cluster = c.Clusters[0].Name

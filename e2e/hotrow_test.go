@@ -265,23 +265,9 @@ func TestHotRowShowProtections(t *testing.T) {
 	sqlErr(t, err, 1205, "HY000")
 	_, err = db.Exec("SHOW GATEWAY PROTECTIONS")
 	sqlErr(t, err, 1227, "42000")
-	adm := open(t, dsnFor(srv.Addr().String(), adminUser, adminPass))
-	rows, err := adm.Query("SHOW GATEWAY PROTECTIONS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	var got []string
-	for rows.Next() {
-		var prot, cluster, scope, mode, rate, refusedRate, detail string
-		var active, total, refused, refusedWait, dry, dryRefused int64
-		if err := rows.Scan(&prot, &cluster, &scope, &mode, &active, &total, &refused, &refusedWait, &dry, &dryRefused, &rate, &refusedRate, &detail); err != nil {
-			t.Fatal(err)
-		}
-		if prot != "hot_row" { // the other protections have their own tests
-			continue
-		}
-		got = append(got, fmt.Sprintf("%s %s %s %s refused=%d", prot, cluster, scope, mode, refused))
+	for _, r := range shownProtections(t, srv, "hot_row") { // the other protections have their own tests
+		got = append(got, fmt.Sprintf("%s %s %s %s refused=%d", r.Protection, r.Cluster, r.Scope, r.Mode, r.Refused))
 	}
 	want := []string{"hot_row main * on refused=1", "hot_row main e2e.hotrow on refused=1"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {

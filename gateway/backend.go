@@ -267,6 +267,8 @@ type cluster struct {
 	hot hotRows
 	// thr is the cluster's transaction throttling (throttle.go).
 	thr throttle
+	// shed is the cluster's load shedding (shedding.go).
+	shed shedding
 }
 
 // newCluster builds the cluster of cfg; fleet says its connection cap is

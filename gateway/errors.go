@@ -20,6 +20,11 @@ const (
 	// erSpecificAccessDenied (ER_SPECIFIC_ACCESS_DENIED_ERROR): a
 	// statement for the gateway's admins only.
 	erSpecificAccessDenied = 1227
+	// erTooManyUserConnections (ER_TOO_MANY_USER_CONNECTIONS, 42000): a
+	// user's max_connections, and a statement shed under overload (a
+	// resource limit that, unlike 1040's SQLSTATE 08004, connection
+	// pools do not take for a broken connection).
+	erTooManyUserConnections = 1203
 )
 
 // toClientError maps any error of the query path to the MySQL error the

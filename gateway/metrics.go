@@ -204,7 +204,7 @@ func newMetrics(s *Server) *metrics {
 		Help: "Reads of ROW_COUNT(), FOUND_ROWS(), @@warning_count or SHOW WARNINGS answered from the session's copy, because the connection that ran the previous statement had gone back to the pool.",
 	})
 	m.reg.MustRegister(accepted, rejected, statements, latency, owner, disagree, m.diagCaptures, m.diagAnswers,
-		&stateCollector{s: s, m: m},
+		&stateCollector{s: s, m: m}, sheddingCollector{s: s},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -473,6 +473,8 @@ var (
 		"Acquires that found no idle connection and waited.", poolLabels, nil)
 	descPoolWaitTime = prometheus.NewDesc("directgate_pool_wait_seconds_total",
 		"Time spent by acquires that waited.", poolLabels, nil)
+	descPoolQueueWait = prometheus.NewDesc("directgate_pool_queue_wait_seconds",
+		"How long an acquire waits for a connection now: 0 while none waits, else the longer of the waiting acquires' mean wait so far and the recent waits' average (about the last second). Load shedding compares it with shedding.max_queue_wait.", poolLabels, nil)
 	descPoolTimeouts = prometheus.NewDesc("directgate_pool_acquire_timeouts_total",
 		"Acquires that gave up after acquire_timeout (the client got error 1040).", poolLabels, nil)
 	descPoolDials = prometheus.NewDesc("directgate_pool_dials_total",
@@ -529,7 +531,7 @@ var allStateDescs = []*prometheus.Desc{
 	descClientsOpen, descSessions, descSessionsSticky, descPins, descPinned, descInTxn, descSplitBrain, descNoPrimary,
 	descRounds, descSnapshotAge, descHasPrimary, descSplit,
 	descState, descStateSince, descRole, descLag, descProbeRTT, descLastProbe, descInFlight, descScore,
-	descPoolMax, descPoolConns, descPoolWaits, descPoolWaitTime, descPoolTimeouts, descPoolDials, descPoolDialErrors, descPoolDestroyed,
+	descPoolMax, descPoolConns, descPoolWaits, descPoolWaitTime, descPoolQueueWait, descPoolTimeouts, descPoolDials, descPoolDialErrors, descPoolDestroyed,
 }
 
 var (
@@ -710,6 +712,7 @@ func collectPool(ch chan<- prometheus.Metric, st pools.Stat, labels ...string) {
 	gauge(descPoolConns, float64(st.Dialing), "dialing")
 	counter(descPoolWaits, float64(st.Waits))
 	counter(descPoolWaitTime, st.WaitTime.Seconds())
+	gauge(descPoolQueueWait, st.QueueWait.Seconds())
 	counter(descPoolTimeouts, float64(st.AcquireTimeouts))
 	counter(descPoolDials, float64(st.Dials))
 	counter(descPoolDialErrors, float64(st.DialErrors))

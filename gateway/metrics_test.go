@@ -211,10 +211,14 @@ func TestMetricsFamilies(t *testing.T) {
 		{"directgate_pool_connections", dto.MetricType_GAUGE, "backend,cluster,pool,state"},
 		{"directgate_pool_waits_total", dto.MetricType_COUNTER, "backend,cluster,pool"},
 		{"directgate_pool_wait_seconds_total", dto.MetricType_COUNTER, "backend,cluster,pool"},
+		{"directgate_pool_queue_wait_seconds", dto.MetricType_GAUGE, "backend,cluster,pool"},
 		{"directgate_pool_acquire_timeouts_total", dto.MetricType_COUNTER, "backend,cluster,pool"},
 		{"directgate_pool_dials_total", dto.MetricType_COUNTER, "backend,cluster,pool"},
 		{"directgate_pool_dial_errors_total", dto.MetricType_COUNTER, "backend,cluster,pool"},
 		{"directgate_pool_destroyed_total", dto.MetricType_COUNTER, "backend,cluster,pool"},
+		{"directgate_shedding_shed_total", dto.MetricType_COUNTER, "cluster,reason"},
+		{"directgate_shedding_chance", dto.MetricType_GAUGE, "backend,cluster"},
+		{"directgate_shedding_mode", dto.MetricType_GAUGE, "cluster,mode"},
 		{"go_goroutines", dto.MetricType_GAUGE, ""},
 	}
 	for _, w := range want {

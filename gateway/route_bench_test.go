@@ -7,6 +7,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/healthcheck"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
@@ -48,8 +49,22 @@ func BenchmarkRouteStatement(b *testing.B) { benchRoute(b, 0) }
 // reads over two replicas: reads also pick (and keep) a replica.
 func BenchmarkRouteStatementReplicas(b *testing.B) { benchRoute(b, 2) }
 
-func benchRoute(b *testing.B, replicas int) {
+// BenchmarkRouteStatementShedding is BenchmarkRouteStatement with load
+// shedding on, the backend within its limits: each statement reads its
+// backend's load.
+func BenchmarkRouteStatementShedding(b *testing.B) {
+	benchRoute(b, 0, func(c *config.Cluster) { c.Shedding = config.Shedding{MaxInFlight: 100, MaxQueueWait: time.Second} })
+}
+
+// benchRoute runs the benchmarks over a primary and replicas, with the
+// cluster's settings changed by mod.
+func benchRoute(b *testing.B, replicas int, mod ...func(*config.Cluster)) {
 	ss := benchSession(b, replicas)
+	conf := *ss.cluster.conf.Load()
+	for _, m := range mod {
+		m(&conf)
+	}
+	ss.cluster.conf.Store(&conf)
 	read := wire.Result{Status: wire.StatusAutocommit, HadResultSet: true, Rows: 1}
 	write := wire.Result{Status: wire.StatusAutocommit, OK: wire.OK{AffectedRows: 1}}
 	queries := []string{
@@ -65,7 +80,9 @@ func benchRoute(b *testing.B, replicas int) {
 	for i := 0; i < b.N; i++ {
 		q := queries[i%len(queries)]
 		route := ss.srv.classifier.Classify(q)
+		ss.shedCheck = ss.mayShed(wire.ComQuery, route) // as run does
 		conn, err := ss.backend(route, "", false)
+		ss.shedCheck = false
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -457,7 +457,7 @@ func (s *Server) admitUser(ss *Session, u config.User) *wire.SQLError {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if u.MaxConnections > 0 && ss.counted != u.User && s.userConns[u.User] >= u.MaxConnections {
-		return wire.NewError(1203, "42000", "User %s already has more than 'max_user_connections' active connections (max_connections %d in the gateway config)", u.User, u.MaxConnections)
+		return wire.NewError(erTooManyUserConnections, "42000", "User %s already has more than 'max_user_connections' active connections (max_connections %d in the gateway config)", u.User, u.MaxConnections)
 	}
 	if ss.counted != "" {
 		s.userConns[ss.counted]--

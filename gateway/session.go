@@ -59,6 +59,10 @@ type Session struct {
 	// reaches the client (endHook); it is ss.beforeEnd, made once.
 	setsGlobal, endHot bool
 	atEnd              func(*wire.Result)
+	// shedCheck says the statement being routed may be shed
+	// (shedding.go): backend checks the load of the backend it picks,
+	// once, before it takes a connection.
+	shedCheck bool
 	// now is when the current command arrived (read once, in dispatch):
 	// the start of its metrics span, its SHOW PROCESSLIST time and the
 	// idle check of a pooled connection.
@@ -578,7 +582,9 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 		// A statement of a session holding state on its connection (not
 		// just the previous statement's result) is never retried.
 		retryable := ss.retryable(&rt)
+		ss.shedCheck = rt.attempt == 0 && ss.mayShed(p[0], route)
 		conn, err := ss.backend(route, rt.avoid, rt.lost != nil)
+		ss.shedCheck = false
 		if err == nil {
 			err = ss.prepareStatement(conn, route, sql, pinned)
 		}
@@ -715,6 +721,12 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 			ss.releaseLease()
 		} else {
 			conn := ss.lease.Conn()
+			if ss.shedCheck {
+				// Held for the previous statement's result only.
+				if e := ss.shedStatement(conn.be); e != nil {
+					return nil, e
+				}
+			}
 			if conn.syncedState != ss.stateID {
 				if err := ss.sync(conn); err != nil {
 					return nil, err
@@ -737,6 +749,12 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 		}
 		if err != nil {
 			return nil, err
+		}
+		if ss.shedCheck {
+			ss.shedCheck = false // once: not again after a dead connection or a causal wait
+			if e := ss.shedStatement(be); e != nil {
+				return nil, e
+			}
 		}
 		if err := ss.takeShare(be); err != nil {
 			return nil, err

@@ -387,11 +387,16 @@ func (ss *Session) executeBackend(st *stmt, p []byte, flags byte) error {
 	for {
 		pinned := ss.lease != nil
 		retryable := ss.retryable(&rt)
+		ss.shedCheck = rt.attempt == 0 && ss.mayShed(p[0], route)
 		conn, err := ss.backend(route, rt.avoid, false)
+		ss.shedCheck = false
 		if err == nil {
 			err = ss.prepareStatement(conn, route, sql, pinned)
 		}
 		if err != nil {
+			// The statement did not run: its long data goes with it, as
+			// with any execute the client is told failed.
+			st.resetLongData(ss)
 			return ss.noConnection(&rt, &sp, err)
 		}
 		bid, err := ss.backendStmt(conn, st)

@@ -293,17 +293,16 @@ func txnWrote(state string) bool {
 // priority is the session's user's priority as configured now (a reload
 // applies to open sessions), 50 by default.
 func (ss *Session) priority() int {
-	if ss.srv != nil {
-		if m := ss.srv.users.Load(); m != nil {
-			if u, ok := (*m)[ss.user.User]; ok && u.Priority != nil {
-				return *u.Priority
-			}
+	u := ss.user
+	if ss.srv != nil && ss.srv.users.Load() != nil {
+		if cur, ok := ss.srv.user(ss.user.User); ok {
+			u = cur
 		}
 	}
-	if ss.user.Priority != nil {
-		return *ss.user.Priority
+	if u.Priority == nil {
+		return config.DefaultPriority
 	}
-	return 50
+	return *u.Priority
 }
 
 // throttleProtection shows a cluster's throttle as a protection.

@@ -176,6 +176,10 @@ type Pool[T Conn] struct {
 	budgetWaiters atomic.Int32
 	// waiting counts Acquire calls waiting for a connection.
 	waiting atomic.Int32
+	// queue tells how long they wait (QueueWait); epoch, the pool's
+	// start, is the origin of its times.
+	queue queueWaits
+	epoch time.Time
 	// The timeouts may change at run time (SetTimeouts); nanoseconds.
 	idleTimeoutNs    atomic.Int64 // 0: never
 	maxLifetimeNs    atomic.Int64 // 0: never
@@ -270,6 +274,7 @@ func New[T Conn](cfg Config[T]) (*Pool[T], error) {
 		done:     make(chan struct{}),
 		size:     cfg.Size,
 		minIdle:  cfg.MinIdle,
+		epoch:    time.Now(),
 	}
 	p.storeTimeouts(cfg)
 	if p.budget != nil {
@@ -324,9 +329,13 @@ func (p *Pool[T]) acquireSlow(ctx context.Context) (*Lease[T], error) {
 	start := time.Now()
 	p.waits.Add(1)
 	p.waiting.Add(1)
+	since := int64(start.Sub(p.epoch))
+	p.queue.begin(since)
 	budgetWait := false
 	defer func() {
-		p.waitNanos.Add(int64(time.Since(start)))
+		end := time.Now()
+		p.queue.end(since, int64(end.Sub(p.epoch)))
+		p.waitNanos.Add(int64(end.Sub(start)))
 		p.waiting.Add(-1)
 		if budgetWait {
 			p.budgetWaiters.Add(-1)
@@ -885,6 +894,7 @@ func (p *Pool[T]) Stat() Stat {
 	s.DialErrors = p.dialErrors.Load()
 	s.Destroyed = p.destroyed.Load()
 	s.AcquireTimeouts = p.acquireTimeouts.Load()
+	s.QueueWait = p.QueueWait(time.Now())
 	return s
 }
 

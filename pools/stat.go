@@ -3,7 +3,7 @@ package pools
 import "time"
 
 // Stat is a snapshot of a pool's state and counters, taken by Pool.Stat.
-// The gauges (Size to Dialing) are read together and are consistent with
+// The gauges (Size to QueueWait) are read together and are consistent with
 // each other up to connections moving between idle and in use during the
 // snapshot; the counters only grow.
 type Stat struct {
@@ -21,6 +21,9 @@ type Stat struct {
 	Waiting int
 	// Dialing is the number of dials in flight.
 	Dialing int
+	// QueueWait is how long an Acquire waits now (see Pool.QueueWait);
+	// 0 while none waits.
+	QueueWait time.Duration
 
 	// Waits counts Acquire calls that found no idle connection and had to
 	// wait (for a release, a dial, a timeout or a cancellation).
