@@ -80,3 +80,19 @@ func (l PromLogger) Println(v ...any) {
 		l.Log.Warn("metrics scrape: " + fmt.Sprint(v...))
 	}
 }
+
+// WriteReadiness answers a /readyz request: 200 "ready" when there is no
+// reason not to be, else 503 "not ready:" and the reasons, one a line.
+func WriteReadiness(w http.ResponseWriter, reasons []string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if len(reasons) > 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "not ready:")
+		for _, r := range reasons {
+			fmt.Fprintln(w, r)
+		}
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
