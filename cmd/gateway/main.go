@@ -1,7 +1,7 @@
 // Command gateway is the directgate MySQL gateway.
 //
 //	gateway serve --config gateway.yaml [--listen ADDR] [--log-level LEVEL]
-//	gateway owner --config gateway.yaml --cluster NAME [--listen ADDR] [--log-level LEVEL]
+//	gateway owner --config gateway.yaml --cluster NAME [--listen ADDR] [--http-listen ADDR] [--log-level LEVEL]
 //	gateway topo put|get|status --config gateway.yaml [--file TOPOLOGY.yaml]
 //	gateway version
 package main
@@ -37,7 +37,7 @@ func main() {
 
 const usage = `usage:
   gateway serve --config FILE [--listen ADDR] [--http-listen ADDR] [--log-level LEVEL] [--log-format text|json]
-  gateway owner --config FILE [--cluster NAME] [--listen ADDR] [--advertise ADDR] [--log-level LEVEL] [--log-format text|json]
+  gateway owner --config FILE [--cluster NAME] [--listen ADDR] [--advertise ADDR] [--http-listen ADDR] [--log-level LEVEL] [--log-format text|json]
   gateway topo put|get|status --config FILE [--file TOPOLOGY.yaml]
   gateway version
 `
@@ -231,8 +231,14 @@ func reloadOnHUP(hup <-chan os.Signal, path string, srv *gateway.Server, agent *
 	}
 }
 
-// shutdown stops the gateway, then the HTTP server, and joins their errors.
-func shutdown(srv *gateway.Server, httpSrv *http.Server, timeout time.Duration) error {
+// shutdowner is what shutdown stops first: the gateway or the owner.
+type shutdowner interface {
+	Shutdown(ctx context.Context) error
+}
+
+// shutdown stops the gateway (or the owner) within timeout, then the HTTP
+// server (nil: none), and joins their errors.
+func shutdown(srv shutdowner, httpSrv *http.Server, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	err := srv.Shutdown(ctx)
