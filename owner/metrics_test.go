@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -299,6 +301,33 @@ func TestOwnerMetricsCount(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the ended stream was not counted")
+		}
+	}
+}
+
+// Every metric of the owner is in the README's list.
+func TestMetricsDocumented(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := unreachableOwner(t)
+	q := newQueue("db.msgs", testOptions(), newFakeMessages(), []wire.Column{{Name: "id"}}, testLogger(), time.Now, func() float64 { return 0.5 })
+	o.tables.Store(&tableSet{list: []*table{
+		{Schema: "db", Name: "msgs", kind: kindMessage, queue: q},
+		{Schema: "db", Name: "seq", kind: kindSequence, seq: &sequence{}},
+	}})
+	fams, err := o.Registry().Gather()
+	if len(fams) < len(allStateDescs) {
+		t.Fatalf("%d families gathered, fewer than the %d state metrics", len(fams), len(allStateDescs))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		name := f.GetName()
+		if strings.HasPrefix(name, "directgate_owner_") && !regexp.MustCompile("`"+name+"[`{]").Match(readme) {
+			t.Errorf("README.md does not document %s", name)
 		}
 	}
 }
