@@ -655,14 +655,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	checkAddr("listen", c.Listen)
-	if c.HTTPListen != "off" {
-		checkAddr("http_listen", c.HTTPListen)
-		if host, _, err := net.SplitHostPort(c.HTTPListen); err == nil && !isLoopback(host) && c.HTTP.Token == "" && !c.HTTP.Insecure {
-			bad("http_listen", "%q is reachable from other machines and http.token is not set: set http.token (or http.token_file, http.token_env), listen on 127.0.0.1, or set http.insecure: true to serve the sessions and topology to anyone", c.HTTPListen)
-		}
-		if (c.HTTP.Cert == "") != (c.HTTP.Key == "") {
-			bad("http", "cert and key go together: set both or neither")
-		}
+	if err := c.CheckHTTPListen("http_listen", c.HTTPListen); err != nil {
+		errs = append(errs, err)
 	}
 	switch strings.ToLower(c.Log.Level) {
 	case "trace", "debug", "info", "warn", "error":
@@ -894,6 +888,32 @@ func (c *Config) Validate() error {
 		if u.Cluster != "" && !names[u.Cluster] {
 			bad(k+".cluster", "no cluster is named %q", u.Cluster)
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// CheckHTTPListen checks an HTTP listen address against the http section,
+// naming it key in errors (http_listen for the gateway's, --http-listen
+// for gateway owner's): host:port; http.token when the address is
+// reachable from other machines, unless http.insecure; http.cert and
+// http.key both or neither. "off" and "" (no HTTP) pass.
+func (c *Config) CheckHTTPListen(key, addr string) error {
+	if addr == "off" || addr == "" {
+		return nil
+	}
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	host, _, err := net.SplitHostPort(addr)
+	switch {
+	case err != nil:
+		bad(key, "%q is not host:port", addr)
+	case !isLoopback(host) && c.HTTP.Token == "" && !c.HTTP.Insecure:
+		bad(key, "%q is reachable from other machines and http.token is not set: set http.token (or http.token_file, http.token_env), listen on 127.0.0.1, or set http.insecure: true to serve the endpoints (the gateway's show sessions and topology) to anyone", addr)
+	}
+	if (c.HTTP.Cert == "") != (c.HTTP.Key == "") {
+		bad("http", "cert and key go together: set both or neither")
 	}
 	return errors.Join(errs...)
 }

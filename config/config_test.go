@@ -190,3 +190,31 @@ func TestHTTPListenNeedsToken(t *testing.T) {
 		t.Fatalf("token_env: %v, token %q", err, c.HTTP.Token)
 	}
 }
+
+// gateway owner --http-listen follows http_listen's rules, named by its
+// flag; off and empty mean no HTTP.
+func TestCheckHTTPListen(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		http HTTP
+		ok   bool
+	}{
+		{"", HTTP{}, true},
+		{"off", HTTP{}, true},
+		{"127.0.0.1:15001", HTTP{}, true},
+		{"0.0.0.0:15001", HTTP{}, false},
+		{"0.0.0.0:15001", HTTP{Token: "t"}, true},
+		{"0.0.0.0:15001", HTTP{Insecure: true}, true},
+		{"15001", HTTP{}, false},
+		{"127.0.0.1:15001", HTTP{Cert: "c.pem"}, false},
+	} {
+		c := &Config{HTTP: tc.http}
+		err := c.CheckHTTPListen("--http-listen", tc.addr)
+		if (err == nil) != tc.ok {
+			t.Errorf("%q %+v: %v, want ok %v", tc.addr, tc.http, err, tc.ok)
+		}
+		if err != nil && tc.http.Cert == "" && !strings.Contains(err.Error(), "--http-listen") {
+			t.Errorf("%q: %v does not name the flag", tc.addr, err)
+		}
+	}
+}

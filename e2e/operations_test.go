@@ -13,10 +13,9 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/directgate/directgate/config"
+	"github.com/directgate/directgate/internal/metricstest"
 )
 
 // opsYAML is a gateway config over the shared MariaDB with extra top-level
@@ -267,38 +266,11 @@ func scrapeCounter(t *testing.T, h http.Handler, family string, want map[string]
 	t.Helper()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(rec.Body)
-	if err != nil {
-		t.Fatalf("/metrics: %v", err)
-	}
-	f := fams[family]
-	if f == nil {
+	fams := metricstest.Parse(t, rec.Body.String())
+	if fams[family] == nil {
 		t.Fatalf("/metrics has no %s", family)
 	}
-	sum := 0.0
-	for _, m := range f.GetMetric() {
-		labels := map[string]string{}
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
-		match := true
-		for k, v := range want {
-			match = match && labels[k] == v
-		}
-		if !match {
-			continue
-		}
-		switch {
-		case m.Counter != nil:
-			sum += m.Counter.GetValue()
-		case m.Gauge != nil:
-			sum += m.Gauge.GetValue()
-		case m.Histogram != nil:
-			sum += float64(m.Histogram.GetSampleCount())
-		}
-	}
-	return sum
+	return metricstest.Sum(fams, family, want)
 }
 
 // TestMetricsAndStatusUnderLoad scrapes /metrics during a load and checks

@@ -27,11 +27,12 @@ const ownerDB = "owner_e2e"
 // ownerStack is the shared MariaDB, an owner process (the real binary, so
 // it can be killed) and in-process gateways forwarding to it.
 type ownerStack struct {
-	bin, config, ownerAddr string
-	owner                  *exec.Cmd
-	ownerLog               *logBuffer
-	gateways               []string // MySQL addresses
-	servers                []*gateway.Server
+	// httpAddr is the owner's --http-listen (/healthz, /readyz, /metrics).
+	bin, config, ownerAddr, httpAddr string
+	owner                            *exec.Cmd
+	ownerLog                         *logBuffer
+	gateways                         []string // MySQL addresses
+	servers                          []*gateway.Server
 }
 
 // ownerInUse is the owner pool's connections in use, summed over the
@@ -106,7 +107,7 @@ func startOwnerStack(t *testing.T, n int) *ownerStack {
 func startOwnerStackUsers(t *testing.T, n int, users string) *ownerStack {
 	t.Helper()
 	ownerTables(t)
-	o := &ownerStack{bin: buildGateway(t), ownerAddr: freeAddr(t)}
+	o := &ownerStack{bin: buildGateway(t), ownerAddr: freeAddr(t), httpAddr: freeAddr(t)}
 	o.config = filepath.Join(t.TempDir(), "gateway.yaml")
 	yaml := strings.Replace(ownerYAML(o.ownerAddr), "clusters:\n", users+"clusters:\n", 1)
 	if err := writeFile(o.config, yaml); err != nil {
@@ -158,7 +159,7 @@ func freeAddr(t *testing.T) string {
 // startOwner runs `gateway owner` and waits until it accepts connections.
 func (o *ownerStack) startOwner(t *testing.T) {
 	t.Helper()
-	cmd := exec.Command(o.bin, "owner", "--config", o.config, "--cluster", "main")
+	cmd := exec.Command(o.bin, "owner", "--config", o.config, "--cluster", "main", "--http-listen", o.httpAddr)
 	logs := &logBuffer{}
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {

@@ -1,15 +1,14 @@
 package gateway
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
 
-	"github.com/directgate/directgate/config"
-	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/directgate/directgate/internal/httpserve"
 )
 
 // HTTPHandler serves the gateway's HTTP endpoints on a mux of its own:
@@ -29,26 +28,10 @@ import (
 // Bearer <token>".
 func (s *Server) HTTPHandler() http.Handler {
 	mux := s.routes()
-	if s.cfg != nil && s.cfg.HTTP.Token != "" {
-		return requireToken(mux, s.cfg.HTTP)
+	if s.cfg != nil {
+		return httpserve.RequireToken(mux, s.cfg.HTTP)
 	}
 	return mux
-}
-
-// requireToken lets a request through to next when it carries the token,
-// or asks for one of the endpoints that are open to all.
-func requireToken(next http.Handler, hc config.HTTP) http.Handler {
-	want := []byte("Bearer " + hc.Token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.URL.Path == "/healthz", r.URL.Path == "/readyz", r.URL.Path == "/metrics" && hc.PublicMetrics:
-		case subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1:
-			w.Header().Set("WWW-Authenticate", `Bearer realm="directgate"`)
-			http.Error(w, "401 unauthorized: send the gateway's http.token as \"Authorization: Bearer <token>\"", http.StatusUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // routes is the mux of every endpoint.
@@ -58,7 +41,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("/debug/status", s.serveStatus)
 	if s.metrics != nil {
 		mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{
-			ErrorLog:      promLogger{s.log},
+			ErrorLog:      httpserve.PromLogger{Log: s.log},
 			ErrorHandling: promhttp.ContinueOnError,
 		}))
 	} else {
@@ -159,13 +142,3 @@ func (s *Server) healthView() healthView {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// promLogger logs the errors of a scrape (a collector that failed) at
-// warning level.
-type promLogger struct{ log hclog.Logger }
-
-func (l promLogger) Println(v ...any) {
-	if l.log != nil {
-		l.log.Warn("metrics scrape: " + fmt.Sprint(v...))
-	}
-}

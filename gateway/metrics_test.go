@@ -16,11 +16,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/directgate/directgate/forward"
 	"github.com/directgate/directgate/healthcheck"
+	"github.com/directgate/directgate/internal/metricstest"
 	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
@@ -123,44 +122,13 @@ func (f *statusFixture) scrape(t testing.TB) map[string]*dto.MetricFamily {
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d %s", code, body)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
-	if err != nil {
-		t.Fatalf("/metrics does not parse: %v\n%s", err, body)
-	}
-	return fams
+	return metricstest.Parse(t, body)
 }
 
 // series returns the value of the sample of family name whose labels
 // include want, and whether there is one. Histograms give their count.
 func series(fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
-	fam := fams[name]
-	if fam == nil {
-		return 0, false
-	}
-next:
-	for _, m := range fam.Metric {
-		have := map[string]string{}
-		for _, l := range m.Label {
-			have[l.GetName()] = l.GetValue()
-		}
-		for k, v := range want {
-			if have[k] != v {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue(), true
-		case m.Gauge != nil:
-			return m.Gauge.GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount()), true
-		case m.Untyped != nil:
-			return m.Untyped.GetValue(), true
-		}
-	}
-	return 0, false
+	return metricstest.Value(fams, name, want)
 }
 
 // labelNames lists the label names used by the samples of a family.

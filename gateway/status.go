@@ -19,6 +19,7 @@ import (
 
 	"github.com/directgate/directgate/fleet"
 	"github.com/directgate/directgate/healthcheck"
+	"github.com/directgate/directgate/internal/httpserve"
 	"github.com/directgate/directgate/internal/safego"
 	"github.com/directgate/directgate/pools"
 	"github.com/hashicorp/go-hclog"
@@ -215,18 +216,8 @@ func (s *Server) readiness() (ready bool, reasons []string) {
 // serveReadyz answers /readyz: 200 "ready", else 503 with one reason a
 // line.
 func (s *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
-	ready, reasons := s.readiness()
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	if !ready {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintln(w, "not ready:")
-		for _, r := range reasons {
-			fmt.Fprintln(w, r)
-		}
-		return
-	}
-	fmt.Fprintln(w, "ready")
+	_, reasons := s.readiness()
+	httpserve.WriteReadiness(w, reasons)
 }
 
 // sample is one sparkline value in milliseconds; NaN (no value) encodes

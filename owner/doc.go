@@ -158,6 +158,18 @@
 //     back after its ack wait; nothing is lost, delivery stays at least
 //     once.
 //
+// # Observability
+//
+// HTTPHandler serves /healthz, /readyz (200 while the owner serves: it
+// leads or is the only owner, has a primary and its table list; else 503
+// with the reasons, a standby naming the leader) and /metrics, the
+// Prometheus exposition of Registry, a registry per Owner
+// (directgate_owner_*, see metrics.go). gateway owner --http-listen
+// serves it. Statements and logins are counted on counters resolved at
+// start; the per-table counts are atomics on each sequence and queue, and
+// sizes are read at scrape time: counting adds no lock and no allocation
+// to a statement.
+//
 // # Concurrency
 //
 // One goroutine serves each connection and runs its statements in turn.

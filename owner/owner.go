@@ -65,6 +65,8 @@ type Owner struct {
 	front *mysqlserver.Server
 	// logins paces failed logins.
 	logins *mysqlserver.LoginThrottle
+	// metrics is the registry /metrics serves and its counters.
+	metrics *metrics
 	// shutting is set by the first Shutdown; done closes when it returns.
 	shutting atomic.Bool
 	done     chan struct{}
@@ -148,6 +150,7 @@ func New(cfg *config.Config, cluster string, log hclog.Logger, opts ...Option) (
 	o.primChanged, o.noPrimary = make(chan struct{}), "discovery has not finished its first round"
 	o.discovered, o.discoverReq = make(chan struct{}), make(chan struct{}, 1)
 	o.front = mysqlserver.New(o, log)
+	o.metrics = newMetrics(o)
 	o.conf.Store(st)
 	o.tables.Store(&tableSet{byKey: map[string]*table{}})
 	o.ctx, o.cancel = context.WithCancel(context.Background())

@@ -5,6 +5,7 @@ import (
 	"container/heap"
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -126,11 +127,24 @@ type queue struct {
 	// neither. Set before start.
 	active func() bool
 
+	// stats counts what the queue did, for metrics.
+	stats queueStats
+
 	wake    chan struct{} // nudges the send loop
 	pollReq chan struct{} // asks for a poll now
 	ctx     context.Context
 	cancel  context.CancelFunc
 	group   *safego.Group
+}
+
+// queueStats counts a queue's messages, for metrics: atomics, read at
+// scrape time without the queue's mutex.
+type queueStats struct {
+	// inserted and acked are the primary's affected rows of the inserts
+	// and acks that went through the owner; delivered counts messages
+	// written to subscribers (again when redelivered); purged, rows the
+	// purger deleted.
+	inserted, delivered, acked, purged atomic.Uint64
 }
 
 // newQueue builds a queue; start runs its loops. now and rnd (a uniform
@@ -278,13 +292,17 @@ func (q *queue) reset() {
 	q.requestPoll()
 }
 
-// inserted tells the queue that messages were inserted: it polls at once
-// instead of waiting for the poller interval.
-func (q *queue) inserted() { q.requestPoll() }
+// inserted tells the queue that rows messages were inserted: it polls
+// at once instead of waiting for the poller interval.
+func (q *queue) inserted(rows int64) {
+	q.stats.inserted.Add(uint64(max(rows, 0)))
+	q.requestPoll()
+}
 
-// acked drops acked messages from the cache. Call it after the ack was
-// committed.
-func (q *queue) acked(ids []string) {
+// acked drops acked messages from the cache; rows is how many the ack
+// changed. Call it after the ack was committed.
+func (q *queue) acked(ids []string, rows int64) {
+	q.stats.acked.Add(uint64(max(rows, 0)))
 	q.pollMu.Lock()
 	defer q.pollMu.Unlock()
 	q.mu.Lock()
@@ -410,6 +428,8 @@ func (q *queue) deliver(sub *subscription, batch []*message, opts msgOptions, st
 		if err := sub.s.send(rows); err != nil {
 			q.log.Debug("subscriber gone", "table", q.name, "error", err)
 			q.unsubscribe(sub)
+		} else {
+			q.stats.delivered.Add(uint64(len(batch)))
 		}
 	}
 	q.mu.Lock()
@@ -562,6 +582,7 @@ func (q *queue) purge() {
 			return
 		}
 		if n > 0 {
+			q.stats.purged.Add(uint64(n))
 			q.log.Trace("purged acked messages", "table", q.name, "rows", n)
 		}
 		if n < purgeBatch {

@@ -313,7 +313,7 @@ func TestQueueRedeliveryAndBackoff(t *testing.T) {
 	q.subscribe(s)
 	receive(t, s, 2)
 	store.ack("n")
-	q.acked([]string{"n"})
+	q.acked([]string{"n"}, 1)
 	start := clock.now()
 	if r := store.row("m"); r.timeNext != start.Add(20*time.Second).UnixNano() {
 		t.Fatalf("first postpone: time_next %d", r.timeNext)
@@ -332,7 +332,7 @@ func TestQueueRedeliveryAndBackoff(t *testing.T) {
 	}
 	clock.advance(time.Hour)
 	store.ack("m")
-	q.acked([]string{"m"})
+	q.acked([]string{"m"}, 1)
 	q.requestPoll()
 	nothing(t, s)
 }
@@ -395,7 +395,7 @@ func TestQueueAckDropsCached(t *testing.T) {
 	// "a" is in flight (held), "b" waits in the cache.
 	waitFor(t, func() bool { q.mu.Lock(); defer q.mu.Unlock(); return len(q.inFlight) == 1 && len(q.inQueue) == 1 })
 	store.ack("b")
-	q.acked([]string{"b"})
+	q.acked([]string{"b"}, 1)
 	s.release <- struct{}{}
 	if got := receive(t, s, 1); got[0] != "a" {
 		t.Fatalf("got %v", got)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/directgate/directgate/wire"
 )
@@ -28,6 +29,10 @@ type sequence struct {
 	// block.
 	gen        blockGen
 	next, last int64
+	// values counts the values handed out (the session adds them once
+	// they pass the leadership fence) and blocks the reservations
+	// committed, for metrics: atomics, so a scrape never waits for mu.
+	values, blocks atomic.Uint64
 }
 
 // blockGen is what a sequence block was reserved under: the primary's
@@ -76,6 +81,7 @@ func (s *sequence) nextValues(ctx context.Context, gen blockGen, store blockStor
 			return 0, err
 		}
 		s.gen, s.next, s.last = gen, next, last
+		s.blocks.Add(1)
 	}
 	v := s.next
 	s.next += n

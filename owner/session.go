@@ -60,6 +60,9 @@ type session struct {
 	// stmtID numbers the statements COM_STMT_PREPARE described.
 	stmtID uint32
 	busy   atomic.Bool
+	// errSent is set by writeErr: the statement being answered ended in
+	// an error packet (metrics).
+	errSent bool
 }
 
 // NewConn implements mysqlserver.Handler: the session of a gateway's
@@ -133,6 +136,7 @@ func (ss *session) handshake() error {
 	ss.rw.Caps = ss.caps
 	cl := ss.o.conf.Load().cluster
 	if resp.User != cl.BackendUser || !wire.CheckScramble(plugin, salt, answer, cl.BackendPassword) {
+		ss.o.metrics.login(loginDenied)
 		ss.log.Warn("login refused: gateways log in with the cluster's backend_user", "user", resp.User)
 		// The login guards the cluster's backend password: failures are
 		// paced per address and user name, as the gateway's.
@@ -147,8 +151,10 @@ func (ss *session) handshake() error {
 	}
 	if _, standby := ss.o.leading(); standby != nil {
 		// Only a logged-in gateway learns who leads.
+		ss.o.metrics.login(loginStandby)
 		return ss.fail(standby)
 	}
+	ss.o.metrics.login(loginOK)
 	if plugin == wire.CachingSha2Password {
 		if err := ss.c.WritePacket([]byte{0x01, 0x03}); err != nil { // fast auth success
 			return err
@@ -177,6 +183,7 @@ func (ss *session) writeOK(ok wire.OK) error {
 }
 
 func (ss *session) writeErr(e *wire.SQLError) error {
+	ss.errSent = true
 	ss.buf = wire.AppendERR(ss.buf[:0], e)
 	return ss.c.WritePacket(ss.buf)
 }
@@ -243,11 +250,19 @@ func (ss *session) dispatch(p []byte) error {
 	return ss.c.Flush()
 }
 
-// query answers one COM_QUERY. end reports that the connection must
-// close (a STREAM ended). An error is a connection failure; statement
-// errors are sent to the client.
+// query answers one COM_QUERY and counts it. end reports that the
+// connection must close (a STREAM ended). An error is a connection
+// failure; statement errors are sent to the client.
 func (ss *session) query(q string) (end bool, err error) {
 	st := parseStatement(ss.o.parser, q)
+	ss.errSent = false
+	end, err = ss.answer(st, q)
+	ss.o.metrics.statement(labelOf(st.kind), err != nil || ss.errSent)
+	return end, err
+}
+
+// answer answers the parsed statement st of query q (see query).
+func (ss *session) answer(st statement, q string) (end bool, err error) {
 	if st.kind == stmtUnsupported {
 		return false, ss.writeErr(unsupported(q))
 	}
@@ -353,6 +368,7 @@ func (ss *session) nextValues(ctx context.Context, t *table, n int64, term uint6
 	if err != nil {
 		return ss.statementFailed(p, t, err)
 	}
+	t.seq.values.Add(uint64(n))
 	cols := [1]wire.Column{nextvalColumn()}
 	if err := ss.rw.Columns(cols[:]); err != nil {
 		return err
@@ -389,9 +405,9 @@ func (ss *session) exec(ctx context.Context, t *table, st statement, q string) e
 	affected, _ := res.RowsAffected()
 	lastID, _ := res.LastInsertId()
 	if st.kind == stmtInsert {
-		t.queue.inserted()
+		t.queue.inserted(affected)
 	} else {
-		t.queue.acked(st.ids)
+		t.queue.acked(st.ids, affected)
 	}
 	return ss.writeOK(wire.OK{AffectedRows: uint64(affected), LastInsertID: uint64(lastID), Status: wire.StatusAutocommit})
 }

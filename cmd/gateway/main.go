@@ -1,18 +1,16 @@
 // Command gateway is the directgate MySQL gateway.
 //
 //	gateway serve --config gateway.yaml [--listen ADDR] [--log-level LEVEL]
-//	gateway owner --config gateway.yaml --cluster NAME [--listen ADDR] [--log-level LEVEL]
+//	gateway owner --config gateway.yaml --cluster NAME [--listen ADDR] [--http-listen ADDR] [--log-level LEVEL]
 //	gateway topo put|get|status --config gateway.yaml [--file TOPOLOGY.yaml]
 //	gateway version
 package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -24,6 +22,7 @@ import (
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/fleet"
 	"github.com/directgate/directgate/gateway"
+	"github.com/directgate/directgate/internal/httpserve"
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/pflag"
 	vtlog "vitess.io/vitess/go/vt/log"
@@ -38,7 +37,7 @@ func main() {
 
 const usage = `usage:
   gateway serve --config FILE [--listen ADDR] [--http-listen ADDR] [--log-level LEVEL] [--log-format text|json]
-  gateway owner --config FILE [--cluster NAME] [--listen ADDR] [--advertise ADDR] [--log-level LEVEL] [--log-format text|json]
+  gateway owner --config FILE [--cluster NAME] [--listen ADDR] [--advertise ADDR] [--http-listen ADDR] [--log-level LEVEL] [--log-format text|json]
   gateway topo put|get|status --config FILE [--file TOPOLOGY.yaml]
   gateway version
 `
@@ -171,19 +170,11 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	var httpSrv *http.Server
 	if cfg.HTTPListen != "off" {
-		ln, err := net.Listen("tcp", cfg.HTTPListen)
+		ln, err := httpserve.Listen(cfg.HTTPListen, cfg.HTTP)
 		if err != nil {
-			return errors.Join(fmt.Errorf("http listen %s: %w", cfg.HTTPListen, err), srv.Shutdown(context.Background()))
+			return errors.Join(err, srv.Shutdown(context.Background()))
 		}
-		if cfg.HTTP.Cert != "" {
-			cert, err := tls.LoadX509KeyPair(cfg.HTTP.Cert, cfg.HTTP.Key)
-			if err != nil {
-				_ = ln.Close()
-				return errors.Join(fmt.Errorf("config: http.cert/http.key: %w", err), srv.Shutdown(context.Background()))
-			}
-			ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-		}
-		httpSrv = newHTTPServer(srv.HTTPHandler())
+		httpSrv = httpserve.NewServer(srv.HTTPHandler())
 		go func() { _ = httpSrv.Serve(ln) }()
 		log.Info("serving HTTP", "addr", ln.Addr().String(), "tls", cfg.HTTP.Cert != "", "token", cfg.HTTP.Token != "")
 	}
@@ -240,21 +231,14 @@ func reloadOnHUP(hup <-chan os.Signal, path string, srv *gateway.Server, agent *
 	}
 }
 
-// shutdown stops the gateway, then the HTTP server, and joins their errors.
-// newHTTPServer serves h with timeouts: a client that trickles its
-// request, never reads the answer or keeps an idle connection open is cut.
-func newHTTPServer(h http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       60 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-	}
+// shutdowner is what shutdown stops first: the gateway or the owner.
+type shutdowner interface {
+	Shutdown(ctx context.Context) error
 }
 
-func shutdown(srv *gateway.Server, httpSrv *http.Server, timeout time.Duration) error {
+// shutdown stops the gateway (or the owner) within timeout, then the HTTP
+// server (nil: none), and joins their errors.
+func shutdown(srv shutdowner, httpSrv *http.Server, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	err := srv.Shutdown(ctx)

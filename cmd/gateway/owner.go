@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/fleet"
+	"github.com/directgate/directgate/internal/httpserve"
 	"github.com/directgate/directgate/owner"
 )
 
@@ -26,7 +28,8 @@ import (
 // topology.etcd the topology comes from etcd (and follows its changes),
 // the process registers in the fleet, and, when the cluster has no owner
 // address, it joins the cluster's owner election: it serves while it
-// leads and stands by otherwise.
+// leads and stands by otherwise. With --http-listen it serves /healthz,
+// /readyz and /metrics there, under the http section's token rules.
 func runOwner(args []string, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("owner", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -34,10 +37,14 @@ func runOwner(args []string, stderr io.Writer) error {
 	cluster := fs.String("cluster", "", "the cluster to own; default: the only cluster")
 	listen := fs.String("listen", "", "MySQL listen address for gateways (default: the cluster's owner key; required for owners elected in etcd)")
 	advertise := fs.String("advertise", "", "the address gateways reach this owner at, when it leads (default: --listen; required when that is all interfaces)")
+	httpListen := fs.String("http-listen", "off", "HTTP listen address for /healthz, /readyz and /metrics (\"off\" or empty: none; not loopback: needs http.token or http.insecure)")
 	logLevel := fs.String("log-level", "", "log level: trace, debug, info, warn, error (overrides log.level)")
 	logFormat := fs.String("log-format", "", "log format: text or json (overrides log.format)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *httpListen == "" {
+		*httpListen = "off"
 	}
 	load := func() (*config.Config, error) {
 		cfg, err := config.Load(*cfgPath)
@@ -54,6 +61,9 @@ func runOwner(args []string, stderr io.Writer) error {
 	}
 	cfg, err := load()
 	if err != nil {
+		return err
+	}
+	if err := cfg.CheckHTTPListen("--http-listen", *httpListen); err != nil {
 		return err
 	}
 	base := cfg // the file, before any topology from etcd
@@ -103,18 +113,31 @@ func runOwner(args []string, stderr io.Writer) error {
 	if err := o.Listen(); err != nil {
 		return errors.Join(err, o.Shutdown(context.Background()))
 	}
+	var httpSrv *http.Server
+	httpAddr := ""
+	if *httpListen != "off" {
+		ln, err := httpserve.Listen(*httpListen, cfg.HTTP)
+		if err != nil {
+			return errors.Join(err, o.Shutdown(context.Background()))
+		}
+		httpAddr = ln.Addr().String()
+		httpSrv = httpserve.NewServer(o.HTTPHandler(cfg.HTTP))
+		go func() { _ = httpSrv.Serve(ln) }()
+		log.Info("serving HTTP", "addr", httpAddr, "tls", cfg.HTTP.Cert != "", "token", cfg.HTTP.Token != "")
+	}
 	// The fleet: registration and topology first, then the candidacy,
 	// which ends first (the standby takes over before the drain).
 	var agent *fleet.Agent
 	stopCampaign := func() {}
 	if fc != nil {
 		fleetCtx, stopFleet := context.WithCancel(context.Background())
-		m := fleet.Member{Kind: fleet.KindOwner, ID: memberID(o.Addr()), Addr: o.Addr().String(), Cluster: *cluster,
+		m := fleet.Member{Kind: fleet.KindOwner, ID: memberID(o.Addr()), Addr: o.Addr().String(), HTTP: httpAddr, Cluster: *cluster,
 			Version: version, Started: time.Now().UTC()}
 		if candidate != nil {
 			m.Addr, m.Role = *advertise, "standby"
 		}
 		agent = fc.StartAgent(fleetCtx, m, base, topoDoc, topoRev, o)
+		o.Registry().MustRegister(agent.Collectors()...)
 		defer func() { stopFleet(); <-agent.Done() }()
 		if candidate != nil {
 			campaignCtx, cancel := context.WithCancel(fleetCtx)
@@ -148,7 +171,7 @@ func runOwner(args []string, stderr io.Writer) error {
 			log.Error("serving stopped", "error", err)
 		}
 		stopCampaign()
-		return errors.Join(err, shutdownOwner(o, cfg))
+		return errors.Join(err, shutdown(o, httpSrv, cfg.DrainTimeout))
 	case <-ctx.Done():
 	}
 	stop()
@@ -157,7 +180,7 @@ func runOwner(args []string, stderr io.Writer) error {
 	}
 	stopCampaign()
 	log.Info("shutting down: ending streams, draining statements", "timeout", cfg.DrainTimeout)
-	err = shutdownOwner(o, cfg)
+	err = shutdown(o, httpSrv, cfg.DrainTimeout)
 	if serr := <-serveErr; serr != nil {
 		err = errors.Join(err, serr)
 	}
@@ -242,12 +265,6 @@ func followRole(ctx context.Context, c *fleet.Candidate, agent *fleet.Agent) {
 			return
 		}
 	}
-}
-
-func shutdownOwner(o *owner.Owner, cfg *config.Config) error {
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
-	defer cancel()
-	return o.Shutdown(ctx)
 }
 
 // reloadOwnerOnHUP re-reads the configuration on every SIGHUP (with

@@ -365,6 +365,7 @@ func TestComposeAddresses(t *testing.T) {
 		checkOwnerAddresses(t, s)
 		checkEtcdAddresses(t, s)
 		checkGatewayPorts(t, s)
+		checkOwnerHTTP(t, s)
 		checkPublished(t, s)
 	})
 }
@@ -550,6 +551,31 @@ func checkGatewayPorts(t *testing.T, s *stack) {
 			if !published {
 				t.Errorf("service %s: %s %s is not a published container port (ports: %+v)", g.name, l.key, l.addr, g.Ports)
 			}
+		}
+	}
+}
+
+// An owner's --http-listen, when given, passes the file's http rules (a
+// token, or insecure, off loopback), listens on all interfaces on a port
+// the image exposes, and is published: the owners' HTTP is for the host.
+func checkOwnerHTTP(t *testing.T, s *stack) {
+	for _, o := range s.owners {
+		addr, ok := flagValue(o.args, "--http-listen")
+		if !ok || addr == "off" || addr == "" {
+			continue
+		}
+		if err := s.base.CheckHTTPListen("--http-listen", addr); err != nil {
+			t.Errorf("service %s: %v", o.name, err)
+		}
+		host, p := splitAddr(t, o.name+": --http-listen", addr)
+		if host != "" && host != "0.0.0.0" && host != "::" {
+			t.Errorf("service %s: --http-listen %s: inside a container listen on 0.0.0.0 (published ports do not reach %s)", o.name, addr, host)
+		}
+		if !s.exposed(p) {
+			t.Errorf("Dockerfile: EXPOSE lacks %s (--http-listen of %s)", p, o.name)
+		}
+		if !slices.ContainsFunc(o.Ports, func(pp port) bool { return pp.Target == p && pp.Protocol == "tcp" }) {
+			t.Errorf("service %s: --http-listen %s is not a published container port (ports: %+v)", o.name, addr, o.Ports)
 		}
 	}
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Local fleet for `make run-fleet`: etcd on 127.0.0.1:12379, the make-run
 # MariaDB primary (13306) and replica (13307), two owners in a standby pair
-# (127.0.0.1:15307 and :15308) and three gateways (MySQL 15306, 15316,
-# 15326; HTTP 15000, 15010, 15020), all taking the topology from etcd.
+# (127.0.0.1:15307 and :15308; HTTP 15001 and 15011) and three gateways
+# (MySQL 15306, 15316, 15326; HTTP 15000, 15010, 15020), all taking the
+# topology from etcd.
 # Everything lives under .local/ (git-ignored), the MariaDB data dirs shared
 # with make run (run one of the two at a time):
 #
@@ -25,7 +26,7 @@ FLEET="$LOCAL/fleet"
 ETCD_CLIENT=127.0.0.1:12379
 ETCD_PEER=127.0.0.1:12380
 GATEWAYS=(1:15306:15000 2:15316:15010 3:15326:15020) # n:mysql:http
-OWNERS=(a:15307 b:15308)                             # name:port
+OWNERS=(a:15307:15001 b:15308:15011)                 # name:port:http
 FLEET_PIDS=()                                         # gateways and owners, in start order
 ETCD_PID=
 
@@ -118,7 +119,7 @@ fleet_cleanup() {
 }
 
 fleet_main() {
-	local g n mysql http o name port
+	local g n mysql http o name port ohttp
 	trap fleet_cleanup EXIT
 	trap 'on_signal INT' INT
 	trap 'on_signal TERM' TERM
@@ -136,8 +137,9 @@ fleet_main() {
 	"$GATEWAY_BIN" topo put --config "$FLEET/gateway-1.yaml" --file "$FLEET/topology.yaml" >&2
 
 	for o in "${OWNERS[@]}"; do
-		IFS=: read -r name port <<<"$o"
-		start_proc "owner $name" "$FLEET/owner-$name.log" owner --config "$FLEET/owner.yaml" --cluster main --listen "127.0.0.1:$port"
+		IFS=: read -r name port ohttp <<<"$o"
+		start_proc "owner $name" "$FLEET/owner-$name.log" owner --config "$FLEET/owner.yaml" --cluster main --listen "127.0.0.1:$port" \
+			--http-listen "127.0.0.1:$ohttp"
 	done
 	for g in "${GATEWAYS[@]}"; do
 		IFS=: read -r n mysql http <<<"$g"
@@ -157,6 +159,7 @@ fleet_main() {
 	  Three gateways, one topology (etcd 127.0.0.1:12379, prefix /directgate):
 	    mariadb -h127.0.0.1 -P15306 -uapp -papp demo     (also -P15316, -P15326)
 	    status pages: http://127.0.0.1:15000/debug/status  (:15010, :15020): fleet, shares, discovery leader
+	    owners: http://127.0.0.1:15001/readyz  (:15011): 200 on the leader, 503 "standby: ... leads" on the other; /metrics
 
 	  Who leads, who applied which topology revision:
 	    bin/gateway topo status --config .local/fleet/gateway-1.yaml

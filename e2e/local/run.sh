@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Local stack for `make run`: a MariaDB primary on 127.0.0.1:13306, a GTID
-# replica of it on 127.0.0.1:13307 and the gateway on 127.0.0.1:15306 (HTTP
-# on 127.0.0.1:15000), with replica reads and causal reads on. Everything
+# replica of it on 127.0.0.1:13307, the owner on 127.0.0.1:15307 (HTTP on
+# 127.0.0.1:15001) and the gateway on 127.0.0.1:15306 (HTTP on
+# 127.0.0.1:15000), with replica reads and causal reads on. Everything
 # lives under .local/ at the top of the tree (git-ignored):
 #
 #   .local/primary/data        primary data dir, initialised on the first run
@@ -47,6 +48,7 @@ REPLICA_PORT=13307
 GATEWAY_LISTEN=127.0.0.1:15306
 GATEWAY_HTTP=127.0.0.1:15000
 OWNER_LISTEN=127.0.0.1:15307
+OWNER_HTTP=127.0.0.1:15001
 
 SERVERS=()              # MariaDB server names, in start order
 declare -A SERVER_PID=() # name -> pid of the mariadbd this script started
@@ -471,7 +473,8 @@ main() {
 	  MariaDB replica directly: mariadb -S .local/replica/mysqld.sock -uroot  (or -h127.0.0.1 -P$REPLICA_PORT -ugateway -psecret)
 	                            read_only; replicates the primary with GTIDs: SHOW ALL SLAVES STATUS\G
 	  Gateway HTTP:             http://$GATEWAY_HTTP/healthz  (and /debug/health, /debug/pins)
-	  Owner (sequences, messages) on $OWNER_LISTEN, log in .local/owner.log:
+	  Owner (sequences, messages) on $OWNER_LISTEN, log in .local/owner.log,
+	    HTTP: http://$OWNER_HTTP/metrics  (and /readyz, /healthz)
 	    SELECT NEXT 5 VALUES FROM order_seq;   INSERT INTO orders (item) VALUES ('pear');
 	    INSERT INTO events (id, message) VALUES (1, 'hello');
 	    STREAM * FROM events;  (in another session, started with mariadb --quick: without it the client waits for the end of the result)
@@ -481,7 +484,7 @@ main() {
 
 	EOF
 
-	setsid "$GATEWAY_BIN" owner --config "$CONFIG" --cluster main </dev/null >>"$LOCAL/owner.log" 2>&1 &
+	setsid "$GATEWAY_BIN" owner --config "$CONFIG" --cluster main --http-listen "$OWNER_HTTP" </dev/null >>"$LOCAL/owner.log" 2>&1 &
 	OWNER_PID=$!
 	for ((i = 0; i < 100; i++)); do
 		port_open "${OWNER_LISTEN##*:}" && break
