@@ -265,6 +265,8 @@ type cluster struct {
 	keys  map[string]map[string]bool
 	// hot is the cluster's hot-row protection.
 	hot hotRows
+	// consol is the cluster's query consolidation.
+	consol consolidator
 }
 
 // newCluster builds the cluster of cfg; fleet says its connection cap is

@@ -127,6 +127,7 @@ func (sv *sessionView) endInFlight() {
 func (ss *Session) killStatement(closeFirst bool) error {
 	ss.killMu.Lock()
 	defer ss.killMu.Unlock()
+	ss.stopWait()
 	bc := ss.inFlight.Load()
 	if closeFirst {
 		ss.ForceClose()

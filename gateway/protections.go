@@ -79,7 +79,7 @@ func sortProtectionRows(rows []ProtectionRow) {
 
 // protections lists the cluster's protections.
 func (c *cluster) protections() []protection {
-	return []protection{&c.hot}
+	return []protection{&c.hot, &c.consol}
 }
 
 // Protections returns the counters of every protection of every cluster,

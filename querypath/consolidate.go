@@ -1,6 +1,7 @@
 package querypath
 
-// Deterministic reports whether the read statement sql gives the same
+// Deterministic reports whether the query sql (a SELECT, WITH, VALUES or
+// parenthesized query) gives the same
 // result to every session that runs it at the same moment with the same
 // database, session variables and account: it calls no function whose
 // value depends on the moment, on chance or on the session (NOW(),
@@ -39,8 +40,11 @@ func deterministic(sql string, noBackslash bool) bool {
 	l := lexer{s: sql, noBackslash: noBackslash}
 	var p2, p1 token // the two previous tokens
 	ended := false   // a ';' was seen: only more of them may follow
-	for {
+	for i := 0; ; i++ {
 		t := l.next()
+		if i == 0 && !(l.is(t, "SELECT") || l.is(t, "WITH") || l.is(t, "VALUES") || isPunct(t, '(')) {
+			return false // SHOW, DESCRIBE, EXPLAIN, ...: not queries of the data
+		}
 		if t.kind == tkEOF {
 			return !l.unterminated
 		}

@@ -19,6 +19,11 @@ var deterministicCases = []struct {
 	{"SELECT * FROM (SELECT id FROM t) AS d JOIN u USING (id)", true},
 	{"SELECT 'it''s', \"x\" /* RAND() */ FROM t -- UUID()\n", true},
 	{"SELECT DATABASE()", true},
+	{"(SELECT 1) UNION (SELECT 2)", true},
+	{"WITH a AS (SELECT 1) SELECT * FROM a", true},
+	{"SHOW TABLES", false},
+	{"EXPLAIN SELECT 1", false},
+	{"", false},
 
 	{"SELECT NOW()", false},
 	{"SELECT now ( )", false},
