@@ -177,9 +177,9 @@ func (ss *Session) consolidate(p []byte, sql string, route querypath.Route, conf
 	if !ss.consolidable(route, sql) {
 		return false, nil
 	}
-	be, r, err := ss.pick(route, "", false)
-	if err != nil || r == roleReplica && ss.causalReads() {
-		return false, nil // the usual path reports the error, or waits for the replica
+	be, r := ss.pickNow(route, conf)
+	if be == nil || r == roleReplica && ss.causalReads() {
+		return false, nil // the usual path waits for a primary, or for the replica to catch up
 	}
 	k := consolKey{
 		sql: sql, state: ss.stateKey(), user: ss.user.User, account: ss.poolKey(), backend: be,
@@ -207,6 +207,14 @@ func (ss *Session) consolidate(p []byte, sql string, route querypath.Route, conf
 // of its answer of at most max bytes, and hands the copy to the
 // followers that came meanwhile.
 func (ss *Session) lead(co *consolidator, k consolKey, f *flight, p []byte, route querypath.Route, max int) error {
+	finished := false
+	defer func() {
+		if !finished {
+			// A panic: the followers run their own read.
+			co.land(k, f)
+			close(f.done)
+		}
+	}()
 	teeing := ss.client.StartTee(ss.buf, max)
 	ss.leading, ss.leadSeen = true, false
 	err := ss.run(p, route, wire.ResponseQuery)
@@ -221,13 +229,7 @@ func (ss *Session) lead(co *consolidator, k consolKey, f *flight, p []byte, rout
 		res.HadResultSet && res.Warnings == 0 && len(res.Track) == 0 &&
 		res.Status&(wire.StatusInTrans|wire.StatusMoreResults|wire.StatusAutocommit) == wire.StatusAutocommit
 	ss.leadRes = wire.Result{}
-	co.mu.Lock()
-	if co.flights[k] == f {
-		delete(co.flights, k)
-	}
-	n := f.followers
-	co.mu.Unlock()
-	if n > 0 {
+	if co.land(k, f) > 0 {
 		co.leaders.Add(1)
 		f.ok = ok
 		f.tooLarge = teeing && !complete && err == nil
@@ -242,8 +244,20 @@ func (ss *Session) lead(co *consolidator, k consolKey, f *flight, p []byte, rout
 	} else {
 		ss.buf = nil
 	}
+	finished = true
 	close(f.done)
 	return err
+}
+
+// land ends flight f of key k: no follower joins it any more. It
+// returns how many did.
+func (co *consolidator) land(k consolKey, f *flight) (followers int) {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	if co.flights[k] == f {
+		delete(co.flights, k)
+	}
+	return f.followers
 }
 
 // follow waits for the leader of f and answers the read sql (routed
