@@ -267,7 +267,8 @@ func TestConsolidationIdenticalReads(t *testing.T) {
 
 // Reads that differ in what their result depends on are not
 // consolidated: another default database, another session variable, a
-// transaction, a locking read, NOW(). Two plain clients of the same read
+// transaction, a locking read, NOW(), another gateway user (on the same
+// backend account). Two plain clients of the same read
 // are, in the same run (so the test sees consolidation where it should).
 func TestConsolidationOnlyIdentical(t *testing.T) {
 	consolTable(t, 3, 10)
@@ -277,6 +278,7 @@ func TestConsolidationOnlyIdentical(t *testing.T) {
 		plain  = "SELECT /* consol-plain */ id, v FROM e2e.consol ORDER BY id"
 		byDB   = "SELECT /* consol-db */ id, v FROM e2e.consol ORDER BY id"
 		byVar  = "SELECT /* consol-var */ id, d FROM e2e.consol ORDER BY id"
+		byUser = "SELECT /* consol-user */ id, v FROM e2e.consol ORDER BY id"
 		inTxn  = "SELECT /* consol-txn */ id, v FROM e2e.consol ORDER BY id"
 		locked = "SELECT /* consol-lock */ id, v FROM e2e.consol WHERE id = 1 FOR UPDATE"
 		clock  = "SELECT /* consol-now */ id, NOW() > d FROM e2e.consol ORDER BY id"
@@ -284,19 +286,25 @@ func TestConsolidationOnlyIdentical(t *testing.T) {
 	cases := []struct {
 		q      string
 		setups [2][]string
-		want   int // statements in MariaDB
+		admin  bool // the second client logs in as the admin user
+		want   int  // statements in MariaDB
 	}{
-		{plain, [2][]string{nil, nil}, 1},
-		{byDB, [2][]string{{"USE e2e"}, {"USE mysql"}}, 2},
-		{byVar, [2][]string{{"SET time_zone = '+00:00'"}, {"SET time_zone = '+05:00'"}}, 2},
-		{inTxn, [2][]string{{"BEGIN"}, {"BEGIN"}}, 2},
-		{locked, [2][]string{nil, nil}, 2},
-		{clock, [2][]string{nil, nil}, 2},
+		{plain, [2][]string{nil, nil}, false, 1},
+		{byDB, [2][]string{{"USE e2e"}, {"USE mysql"}}, false, 2},
+		{byVar, [2][]string{{"SET time_zone = '+00:00'"}, {"SET time_zone = '+05:00'"}}, false, 2},
+		{byUser, [2][]string{nil, nil}, true, 2},
+		{inTxn, [2][]string{{"BEGIN"}, {"BEGIN"}}, false, 2},
+		{locked, [2][]string{nil, nil}, false, 2},
+		{clock, [2][]string{nil, nil}, false, 2},
 	}
 	var clients []*consolClient
 	for _, tc := range cases {
-		for _, setup := range tc.setups {
-			clients = append(clients, &consolClient{bc: dialRaw(t, addr, appUser, appPass, 0, setup...), q: tc.q})
+		for i, setup := range tc.setups {
+			user, pass := appUser, appPass
+			if tc.admin && i == 1 {
+				user, pass = adminUser, adminPass
+			}
+			clients = append(clients, &consolClient{bc: dialRaw(t, addr, user, pass, 0, setup...), q: tc.q})
 		}
 	}
 	unlock := lockTable(t)
@@ -359,15 +367,16 @@ func TestConsolidationLargeResult(t *testing.T) {
 	}
 }
 
-// KILL QUERY of a waiting follower ends its wait with error 1317; the
-// leader and the other follower are answered as usual.
+// A follower whose client leaves stops waiting; KILL QUERY of a waiting
+// follower ends its wait with error 1317; the leader and the other
+// follower are answered as usual.
 func TestConsolidationKillFollower(t *testing.T) {
 	consolTable(t, 3, 10)
 	srv := consolGateway(t, "{enabled: true}")
 	const q = "SELECT /* consol-kill */ id, v FROM e2e.consol ORDER BY id"
 	unlock := lockTable(t)
 	var clients []*consolClient
-	for i := range 3 {
+	for i := range 4 {
 		c := &consolClient{bc: dialRaw(t, srv.Addr().String(), appUser, appPass, 0), q: q}
 		c.send(t)
 		clients = append(clients, c)
@@ -377,10 +386,17 @@ func TestConsolidationKillFollower(t *testing.T) {
 				func() string { return fmt.Sprintf("%d in MariaDB", inMariaDB(t, q)) })
 		}
 	}
-	waitUntil(t, func() bool { return inMariaDB(t, q) == 1 && consolTotals(srv).Active == 2 },
+	waitUntil(t, func() bool { return inMariaDB(t, q) == 1 && consolTotals(srv).Active == 3 },
 		func() string {
 			return fmt.Sprintf("%d in MariaDB, %d waiting", inMariaDB(t, q), consolTotals(srv).Active)
 		})
+	// The last follower's client goes away: its wait ends.
+	clients[3].bc.Close()
+	waitUntil(t, func() bool { return consolTotals(srv).Active == 2 },
+		func() string {
+			return fmt.Sprintf("%d waiting after a follower's client left", consolTotals(srv).Active)
+		})
+	clients = clients[:3]
 	victim := 2
 	adm := open(t, dsnFor(srv.Addr().String(), adminUser, adminPass))
 	if _, err := adm.Exec(fmt.Sprintf("KILL QUERY %d", clients[victim].bc.Greeting.ConnectionID)); err != nil {
