@@ -167,7 +167,7 @@ func (ss *Session) consolidable(route querypath.Route, sql string) bool {
 		!route.ReadsLastResult && !route.GatewayIDs && !route.SessionStatus &&
 		ss.lease == nil && ss.pins == 0 && !ss.namesPending &&
 		ss.status&(wire.StatusInTrans|wire.StatusAutocommit) == wire.StatusAutocommit &&
-		querypath.Deterministic(sql)
+		querypath.Deterministic(sql, ss.status&wire.StatusNoBackslashEscapes != 0)
 }
 
 // consolidate runs the read p (text sql, routed route) as leader or

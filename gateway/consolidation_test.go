@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/querypath"
@@ -66,5 +68,35 @@ func TestConsolidationRow(t *testing.T) {
 	conf.Consolidation.Enabled = true
 	if rows := co.protectionRows("main", conf); rows[0].Mode != "on" {
 		t.Fatalf("mode %q", rows[0].Mode)
+	}
+}
+
+// BenchmarkConsolidationLeader is a read through a fake backend (net.Pipe)
+// with consolidation off, and on with nobody following: what a leader
+// pays for its key and its copy.
+func BenchmarkConsolidationLeader(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprint("on=", on), func(b *testing.B) {
+			f := &fakeServer{addr: "fake:1", answer: func(_ int, cmd []byte) [][]byte { return resultSet(0, "row-1") }}
+			srv := testServer(b, []string{f.addr}, false, f.dial, scriptProber{primary: f.addr}, time.Hour)
+			conf := *srv.clusters["main"].conf.Load()
+			conf.Consolidation = config.Consolidation{Enabled: config.Switch(on), MaxResultBytes: 1 << 20}
+			srv.clusters["main"].conf.Store(&conf)
+			ss, nc := sessionOf(srv, 0)
+			p := append([]byte{wire.ComQuery}, "SELECT c FROM sbtest1 WHERE id = 5"...)
+			b.ReportAllocs()
+			for b.Loop() {
+				ss.client.SetSeq(1)
+				if err := ss.dispatch(p); err != nil {
+					b.Fatal(err)
+				}
+				nc.mu.Lock()
+				nc.out.Reset()
+				nc.mu.Unlock()
+			}
+			if co := &srv.clusters["main"].consol; co.followed.Load() != 0 {
+				b.Fatal("a follower")
+			}
+		})
 	}
 }

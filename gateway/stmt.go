@@ -332,7 +332,7 @@ func (ss *Session) comStmtExecute(p []byte) error {
 		st.resetLongData(ss)
 		return ss.writeErr(e)
 	}
-	if mayWrite(st.route) && ss.cluster != nil && bool(ss.cluster.conf.Load().Consolidation.Enabled) {
+	if ss.cluster != nil && bool(ss.cluster.conf.Load().Consolidation.Enabled) && mayWrite(st.route) {
 		// Prepared reads are not consolidated; their writes count
 		// (consolidation.go).
 		ss.consolWrite = true

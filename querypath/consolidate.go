@@ -15,23 +15,19 @@ package querypath
 // deterministic built-in (a stored function, which may write or read the
 // clock; a qualified name db.f(); a quoted name) makes it false, and so
 // does a batch, an assignment or text it cannot lex to its end. It lexes
-// sql twice (with and without backslash escapes) and allocates only for
-// executable comments; call it only when consolidation is on.
+// sql once (twice with executable comments, when it allocates); call it
+// only when consolidation is on. noBackslash says the session's sql_mode
+// has NO_BACKSLASH_ESCAPES.
 // The caller checks the rest (a read, not locking, not pinning): see
 // Route.
-func Deterministic(sql string) bool {
-	// Read both ways, with and without backslash escapes (the session's
-	// sql_mode decides which one the server uses), and with executable
-	// comments as plain comments and as code: every reading must agree.
-	for _, noBackslash := range [2]bool{false, true} {
-		if !deterministic(sql, noBackslash) {
-			return false
-		}
-		if hasExecComment(sql) && !deterministic(expandComments(sql, noBackslash), noBackslash) {
-			return false
-		}
+func Deterministic(sql string, noBackslash bool) bool {
+	// Read as the server reads it (noBackslash: the session's sql_mode has
+	// NO_BACKSLASH_ESCAPES), with executable comments as plain comments
+	// and as code: both readings must agree.
+	if !deterministic(sql, noBackslash) {
+		return false
 	}
-	return true
+	return !hasExecComment(sql) || deterministic(expandComments(sql, noBackslash), noBackslash)
 }
 
 // deterministic is Deterministic on the text as lexed (noBackslash: with
