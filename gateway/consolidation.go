@@ -59,6 +59,10 @@ type consolidator struct {
 	// statement: the leader's answer was above max_result_bytes, or was
 	// not one to share (an error, warnings, a failure).
 	tooLarge, failed atomic.Int64
+	// bufs are the leaders' copy buffers (*[]byte), reused while nobody
+	// follows: their memory follows the reads in flight, not the
+	// sessions.
+	bufs sync.Pool
 }
 
 // consolKey is what makes two reads identical (see the comment above).
@@ -93,8 +97,7 @@ type flight struct {
 // is still connected.
 const consolidationGoneCheck = 250 * time.Millisecond
 
-// consolKeepBuffer is the largest tee buffer a session keeps for its next
-// read.
+// consolKeepBuffer is the largest copy buffer kept for the next leader.
 const consolKeepBuffer = 64 << 10
 
 // lastingStatus are the status bits that describe the session rather
@@ -103,8 +106,6 @@ const lastingStatus = wire.StatusInTrans | wire.StatusAutocommit | wire.StatusIn
 
 // consolSession is a session's part in consolidation.
 type consolSession struct {
-	// buf is the tee buffer, reused while no follower takes it.
-	buf []byte
 	// leading says the session runs a read as leader: run keeps the
 	// relay's result in leadRes and leadErr.
 	leading  bool
@@ -215,7 +216,11 @@ func (ss *Session) lead(co *consolidator, k consolKey, f *flight, p []byte, rout
 			close(f.done)
 		}
 	}()
-	teeing := ss.client.StartTee(ss.buf, max)
+	bp, _ := co.bufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	teeing := ss.client.StartTee(*bp, max)
 	ss.leading, ss.leadSeen = true, false
 	err := ss.run(p, route, wire.ResponseQuery)
 	ss.leading = false
@@ -240,10 +245,11 @@ func (ss *Session) lead(co *consolidator, k consolKey, f *flight, p []byte, rout
 		}
 	}
 	if cap(buf) <= consolKeepBuffer {
-		ss.buf = buf[:0]
+		*bp = buf[:0]
 	} else {
-		ss.buf = nil
+		*bp = nil
 	}
+	co.bufs.Put(bp)
 	finished = true
 	close(f.done)
 	return err
