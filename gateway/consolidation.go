@@ -48,8 +48,8 @@ import (
 type consolidator struct {
 	mu      sync.Mutex
 	flights map[consolKey]*flight
-	// writes counts the statements other than reads that ended while
-	// consolidation was on (see Session.consolWrite).
+	// writes counts the statements that may change data (mayWrite)
+	// that ended while consolidation was on (see Session.consolWrite).
 	writes atomic.Uint64
 	// waiting is the followers waiting now; followed the statements
 	// answered with a leader's result; leaders the leaders that had
