@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http/httptest"
 	"strings"
@@ -122,9 +123,15 @@ type consolClient struct {
 // setup statements run first) and closes it when the test ends.
 func dialRaw(t *testing.T, addr, user, pass string, caps uint32, setup ...string) *wire.BackendConn {
 	t.Helper()
+	return dialRawWith(t, addr, wire.DialOptions{User: user, Password: pass, Caps: caps}, setup...)
+}
+
+// dialRawWith is dialRaw with every dial option.
+func dialRawWith(t *testing.T, addr string, o wire.DialOptions, setup ...string) *wire.BackendConn {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	bc, err := wire.Dial(ctx, addr, wire.DialOptions{User: user, Password: pass, Caps: caps})
+	bc, err := wire.Dial(ctx, addr, o)
 	if err != nil {
 		t.Fatalf("dial %s: %v", addr, err)
 	}
@@ -455,6 +462,45 @@ func TestConsolidationNotAcrossWrites(t *testing.T) {
 		})
 	if n, w := inMariaDB(t, q), consolTotals(srv).Active; n != 2 || w != 1 {
 		t.Errorf("%d statements in MariaDB and %d waiting, want 2 and 1", n, w)
+	}
+	unlock()
+	want := directRaw(t, 0, q)[0]
+	for i, c := range clients {
+		if got := rawResult(t, c.bc.Conn, false); !bytes.Equal(maskNoIndex(got), maskNoIndex(want)) {
+			t.Fatalf("client %d: %s, want %s", i, clip(got), clip(want))
+		}
+	}
+}
+
+// Over TLS the copy is taken in the clear and sent again through each
+// follower's own TLS (or none): two TLS clients and a plain one share one
+// read, and each gets MariaDB's answer.
+func TestConsolidationTLS(t *testing.T) {
+	consolTable(t, 5, 20)
+	pki := newPKI(t)
+	cert, key := pki.issue(t, "gateway", 30, true, false)
+	srv := startTestGateway(t, "consolidation", consolYAML("{enabled: true}")+fmt.Sprintf("tls: {cert: %s, key: %s}\n", cert, key))
+	const q = "SELECT /* consol-tls */ id, v, pad FROM e2e.consol ORDER BY id"
+	addr := srv.Addr().String()
+	tlsConf := &tls.Config{RootCAs: pki.pool, ServerName: "127.0.0.1"}
+	clients := []*consolClient{
+		{bc: dialRawWith(t, addr, wire.DialOptions{User: appUser, Password: appPass, TLS: tlsConf}), q: q},
+		{bc: dialRawWith(t, addr, wire.DialOptions{User: appUser, Password: appPass, TLS: tlsConf}), q: q},
+		{bc: dialRaw(t, addr, appUser, appPass, 0), q: q},
+	}
+	if clients[0].bc.TLS() == nil || clients[1].bc.TLS() == nil || clients[2].bc.TLS() != nil {
+		t.Fatal("the clients are not over TLS, TLS and plain")
+	}
+	unlock := lockTable(t)
+	for _, c := range clients {
+		c.send(t)
+	}
+	waitUntil(t, func() bool { return inMariaDB(t, q)+int(consolTotals(srv).Active) == 3 },
+		func() string {
+			return fmt.Sprintf("%d in MariaDB, %d waiting", inMariaDB(t, q), consolTotals(srv).Active)
+		})
+	if n, w := inMariaDB(t, q), consolTotals(srv).Active; n != 1 || w != 2 {
+		t.Errorf("%d statements in MariaDB and %d waiting, want 1 and 2", n, w)
 	}
 	unlock()
 	want := directRaw(t, 0, q)[0]
