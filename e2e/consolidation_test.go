@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -166,6 +167,18 @@ func directRaw(t *testing.T, caps uint32, q string, after ...string) [][]byte {
 		out = append(out, rawResult(t, bc.Conn, bc.Caps&wire.CapDeprecateEOF != 0))
 	}
 	return out
+}
+
+// answeredAsDirect reads each classic client's answer to q and compares
+// it with MariaDB's, byte for byte (but the no-index status bits).
+func answeredAsDirect(t *testing.T, clients []*consolClient, q string) {
+	t.Helper()
+	want := directRaw(t, 0, q)[0]
+	for i, c := range clients {
+		if got := rawResult(t, c.bc.Conn, false); !bytes.Equal(maskNoIndex(got), maskNoIndex(want)) {
+			t.Fatalf("client %d: answer differs from MariaDB's\ngateway %s\ndirect  %s", i, clip(got), clip(want))
+		}
+	}
 }
 
 // Identical reads in flight together run once: with the table locked, six
@@ -362,12 +375,7 @@ func TestConsolidationLargeResult(t *testing.T) {
 			return fmt.Sprintf("%d in MariaDB, %d waiting", inMariaDB(t, q), consolTotals(srv).Active)
 		})
 	unlock()
-	want := directRaw(t, 0, q)[0]
-	for i, c := range clients {
-		if got := rawResult(t, c.bc.Conn, false); !bytes.Equal(maskNoIndex(got), maskNoIndex(want)) {
-			t.Fatalf("client %d: answer differs from MariaDB's\ngateway %s\ndirect  %s", i, clip(got), clip(want))
-		}
-	}
+	answeredAsDirect(t, clients, q)
 	tot := consolTotals(srv)
 	if tot.Total != 0 || !strings.Contains(tot.Detail, "3 too large") {
 		t.Errorf("consolidation row %+v", tot)
@@ -416,15 +424,7 @@ func TestConsolidationKillFollower(t *testing.T) {
 	waitUntil(t, func() bool { return consolTotals(srv).Active == 1 },
 		func() string { return fmt.Sprintf("%d waiting", consolTotals(srv).Active) })
 	unlock()
-	want := directRaw(t, 0, q)[0]
-	for i, c := range clients {
-		if i == victim {
-			continue
-		}
-		if got := rawResult(t, c.bc.Conn, false); !bytes.Equal(maskNoIndex(got), maskNoIndex(want)) {
-			t.Fatalf("client %d: %s, want %s", i, clip(got), clip(want))
-		}
-	}
+	answeredAsDirect(t, slices.Delete(slices.Clone(clients), victim, victim+1), q)
 	// The killed session goes on.
 	if _, err := clients[victim].bc.Exec("DO 1"); err != nil {
 		t.Fatalf("killed follower's next statement: %v", err)
@@ -464,12 +464,7 @@ func TestConsolidationNotAcrossWrites(t *testing.T) {
 		t.Errorf("%d statements in MariaDB and %d waiting, want 2 and 1", n, w)
 	}
 	unlock()
-	want := directRaw(t, 0, q)[0]
-	for i, c := range clients {
-		if got := rawResult(t, c.bc.Conn, false); !bytes.Equal(maskNoIndex(got), maskNoIndex(want)) {
-			t.Fatalf("client %d: %s, want %s", i, clip(got), clip(want))
-		}
-	}
+	answeredAsDirect(t, clients, q)
 }
 
 // Over TLS the copy is taken in the clear and sent again through each
@@ -503,10 +498,5 @@ func TestConsolidationTLS(t *testing.T) {
 		t.Errorf("%d statements in MariaDB and %d waiting, want 1 and 2", n, w)
 	}
 	unlock()
-	want := directRaw(t, 0, q)[0]
-	for i, c := range clients {
-		if got := rawResult(t, c.bc.Conn, false); !bytes.Equal(maskNoIndex(got), maskNoIndex(want)) {
-			t.Fatalf("client %d: %s, want %s", i, clip(got), clip(want))
-		}
-	}
+	answeredAsDirect(t, clients, q)
 }
