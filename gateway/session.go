@@ -1460,8 +1460,8 @@ func (ss *Session) poolKey() poolKey {
 // for most statements. A SET GLOBAL is counted then (cluster.globals), so
 // a session started after the client saw the OK never takes a pooled
 // connection with the old defaults; hot rows are given back when the
-// transaction ends (hotrow.go); a statement other than a read moves the
-// consolidation write count (consolidation.go).
+// transaction ends (hotrow.go); a statement that may change data moves
+// the consolidation write count (consolidation.go).
 func (ss *Session) endHook(kind wire.ResponseKind) func(*wire.Result) {
 	ss.endHot = len(ss.hotHeld) > 0 && kind == wire.ResponseQuery
 	if !ss.setsGlobal && !ss.endHot && !ss.consolWrite {
