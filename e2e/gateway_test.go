@@ -361,12 +361,7 @@ func compareRaw(t *testing.T, q string, caps uint32) {
 // response packets (headers included) to one COM_QUERY.
 func rawQuery(t *testing.T, addr, user, pass, q string, caps uint32) []byte {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	bc, err := wire.Dial(ctx, addr, wire.DialOptions{User: user, Password: pass, Caps: caps})
-	if err != nil {
-		t.Fatalf("dial %s: %v", addr, err)
-	}
+	bc := dialRaw(t, addr, user, pass, caps)
 	defer bc.Close()
 	if err := bc.WriteCommand(append([]byte{wire.ComQuery}, q...)); err != nil {
 		t.Fatal(err)

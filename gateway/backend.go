@@ -269,6 +269,8 @@ type cluster struct {
 	thr throttle
 	// shed is the cluster's load shedding (shedding.go).
 	shed shedding
+	// consol is the cluster's query consolidation.
+	consol consolidator
 }
 
 // newCluster builds the cluster of cfg; fleet says its connection cap is

@@ -260,7 +260,7 @@ func TestProtectionsViews(t *testing.T) {
 			names = append(names, r.Protection+" "+r.Mode)
 		}
 	}
-	if got := strings.Join(names, ", "); got != "hot_row on, throttle off, shedding off" {
+	if got := strings.Join(names, ", "); got != "hot_row on, throttle off, consolidation off, shedding off" {
 		t.Errorf("cluster rows: %s", got)
 	}
 	var p []ProtectionRow // the other protections have their own tests
@@ -269,7 +269,7 @@ func TestProtectionsViews(t *testing.T) {
 			p = append(p, r)
 		}
 	}
-	if len(p) != 2 || p[0].Scope != "*" || p[0].Refused != 1 || p[1].Scope != "db.t" {
+	if len(p) != 2 || p[0].Protection != "hot_row" || p[0].Scope != "*" || p[0].Refused != 1 || p[1].Scope != "db.t" {
 		t.Errorf("status JSON protections: %+v", p)
 	}
 	fams := f.scrape(t)

@@ -523,9 +523,24 @@ var (
 		"Transaction throttling's mode: 1 for the current one of off, on and dry_run.", []string{"cluster", "mode"}, nil)
 )
 
+// Query consolidation, per cluster.
+var (
+	descConsolWaiting = prometheus.NewDesc("directgate_consolidation_waiting",
+		"Reads waiting now for an identical read in flight (followers).", []string{"cluster"}, nil)
+	descConsolFollowers = prometheus.NewDesc("directgate_consolidation_followers_total",
+		"Reads answered with the result of an identical read in flight, without running on a backend.", []string{"cluster"}, nil)
+	descConsolLeaders = prometheus.NewDesc("directgate_consolidation_leaders_total",
+		"Reads whose result was shared with at least one follower.", []string{"cluster"}, nil)
+	descConsolFallbacks = prometheus.NewDesc("directgate_consolidation_fallbacks_total",
+		"Followers that ran their own read after waiting, by reason: too_large (the result was above consolidation.max_result_bytes), not_shareable (the leader's read failed, or answered an error, warnings or session state).", []string{"cluster", "reason"}, nil)
+	descConsolMode = prometheus.NewDesc("directgate_consolidation_mode",
+		"Query consolidation's mode: 1 for the current one of off and on.", []string{"cluster", "mode"}, nil)
+)
+
 var allStateDescs = []*prometheus.Desc{
 	descThrottleDelayed, descThrottleDelayedTotal, descThrottleRefused, descThrottleInterrupted, descThrottleDryRun,
 	descThrottleLag, descThrottleStopped, descThrottleProbability, descThrottleMode,
+	descConsolWaiting, descConsolFollowers, descConsolLeaders, descConsolFallbacks, descConsolMode,
 	descHotRowQueued, descHotRowQueuedTotal, descHotRowRefused, descHotRowDryRun, descHotRowMode,
 	descRoundDuration, descProbesInFlight, descProbes,
 	descClientsOpen, descSessions, descSessionsSticky, descPins, descPinned, descInTxn, descSplitBrain, descNoPrimary,
@@ -623,6 +638,15 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, name := range s.clusterNames {
 		collectThrottle(ch, s.clusters[name])
+		co := &s.clusters[name].consol
+		gauge(descConsolWaiting, float64(co.waiting.Load()), name)
+		counter(descConsolFollowers, float64(co.followed.Load()), name)
+		counter(descConsolLeaders, float64(co.leaders.Load()), name)
+		counter(descConsolFallbacks, float64(co.tooLarge.Load()), name, "too_large")
+		counter(descConsolFallbacks, float64(co.failed.Load()), name, "not_shareable")
+		on := bool(s.clusters[name].conf.Load().Consolidation.Enabled)
+		gauge(descConsolMode, b2f(!on), name, "off")
+		gauge(descConsolMode, b2f(on), name, "on")
 	}
 	for _, r := range s.Protections() {
 		if r.Protection != "hot_row" || r.Scope != "*" {

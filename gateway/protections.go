@@ -83,7 +83,7 @@ func sortProtectionRows(rows []ProtectionRow) {
 
 // protections lists the cluster's protections.
 func (c *cluster) protections() []protection {
-	return []protection{&c.hot, throttleProtection{c}, sheddingProtection{c}}
+	return []protection{&c.hot, throttleProtection{c}, &c.consol, sheddingProtection{c}}
 }
 
 // Protections returns the counters of every protection of every cluster,

@@ -91,6 +91,24 @@ func (ss *Session) pick(route querypath.Route, avoid string, quick bool) (*backe
 	return be, rolePrimary, err
 }
 
+// pickNow is pick without waiting: the backend that would serve the
+// statement now, or nil when no primary is known (pick would wait for
+// one) or the cluster is in split brain.
+func (ss *Session) pickNow(route querypath.Route, conf *config.Cluster) (*backend, role) {
+	snap := ss.srv.health.Snapshot()
+	if ss.replicaEligible(route, conf) {
+		if be := ss.pickReplica(snap, conf, ""); be != nil {
+			return be, roleReplica
+		}
+	}
+	if c := snap.Cluster(ss.cluster.name); c != nil && c.Primary != "" && !c.SplitBrain {
+		if be := ss.cluster.backend(c.Primary); be != nil {
+			return be, rolePrimary
+		}
+	}
+	return nil, rolePrimary
+}
+
 // pickReplica returns the session's replica: the one it had while that
 // one qualifies and its score stays within the stickiness threshold,
 // else a new pick. nil when no replica serves with a known lag under

@@ -79,6 +79,7 @@ type Session struct {
 	routeState    // where reads go, the sticky replica, causal reads (route.go)
 	leaseState    // the backend connection held and why (pins.go)
 	preparedStmts // binary-protocol prepared statements (stmt.go)
+	consolSession // query consolidation (consolidation.go)
 	sessionView   // what other goroutines read (shutdown, KILL, status)
 
 	relay wire.Relay
@@ -540,6 +541,19 @@ func (ss *Session) comQuery(p []byte) error {
 		// schema makes it ask again (after the statement ran).
 		defer ss.cluster.forgetKeys()
 	}
+	if c := ss.cluster; c != nil {
+		if conf := c.conf.Load(); conf.Consolidation.Enabled {
+			if mayWrite(route) {
+				ss.consolWrite = true
+				err := ss.run(p, route, wire.ResponseQuery)
+				ss.consolWrite = false
+				return err
+			}
+			if handled, err := ss.consolidate(p, sql, route, conf); handled {
+				return err
+			}
+		}
+	}
 	return ss.run(p, route, wire.ResponseQuery)
 }
 
@@ -596,6 +610,9 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 		ss.setsGlobal = route.SetsGlobal
 		res, err := ss.exchange(conn, p, kind)
 		ss.relay.HoldReadOnly, ss.relay.Results, ss.setsGlobal = false, 0, false
+		if ss.leading {
+			ss.leadRes, ss.leadErr, ss.leadSeen = res, err, true
+		}
 		sp.served(ss.leaseRole, res, err)
 		switch out, err := ss.afterTry(&rt, conn, pinned, retryable, route, res, err, true); out {
 		case tryAgain:
@@ -1532,10 +1549,11 @@ func (ss *Session) poolKey() poolKey {
 // for most statements. A SET GLOBAL is counted then (cluster.globals), so
 // a session started after the client saw the OK never takes a pooled
 // connection with the old defaults; hot rows are given back when the
-// transaction ends (hotrow.go).
+// transaction ends (hotrow.go); a statement that may change data moves
+// the consolidation write count (consolidation.go).
 func (ss *Session) endHook(kind wire.ResponseKind) func(*wire.Result) {
 	ss.endHot = len(ss.hotHeld) > 0 && kind == wire.ResponseQuery
-	if !ss.setsGlobal && !ss.endHot {
+	if !ss.setsGlobal && !ss.endHot && !ss.consolWrite {
 		return nil
 	}
 	if ss.atEnd == nil {
@@ -1551,5 +1569,10 @@ func (ss *Session) beforeEnd(res *wire.Result) {
 	}
 	if ss.endHot {
 		ss.hotRowsEnd(res)
+	}
+	if ss.consolWrite {
+		// A read that starts after the client has this answer must not
+		// get the result of a read that started before (consolidation.go).
+		ss.cluster.consol.writes.Add(1)
 	}
 }

@@ -340,6 +340,14 @@ func (ss *Session) comStmtExecute(p []byte) error {
 		st.resetLongData(ss)
 		return ss.writeErr(e)
 	}
+	if ss.cluster != nil && bool(ss.cluster.conf.Load().Consolidation.Enabled) && mayWrite(st.route) {
+		// Prepared reads are not consolidated; their writes count
+		// (consolidation.go).
+		ss.consolWrite = true
+		err := ss.executeBackend(st, p, flags)
+		ss.consolWrite = false
+		return err
+	}
 	return ss.executeBackend(st, p, flags)
 }
 

@@ -37,6 +37,10 @@ type Conn struct {
 	MaxPacket int
 	// peek serves PeerClosed, gone PeerGone; each built on first use.
 	peek, gone *peeker
+	// tee, when set, is teeState: the write buffer writes through it
+	// (StartTee).
+	tee      *tee
+	teeState tee
 }
 
 // NewConn wraps nc with a read buffer of rsize and a write buffer of wsize

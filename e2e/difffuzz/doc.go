@@ -7,9 +7,9 @@
 //
 //  1. directly against MariaDB, every client on its own connection;
 //  2. through a fresh in-process gateway whose pool has only one or two
-//     backend connections (pool: {size: 1 or 2, min_idle: 0}), all
-//     clients (8 by default) at once, so that they take turns on the
-//     pooled connections.
+//     backend connections (pool: {size: 1 or 2, min_idle: 0}) and query
+//     consolidation on, all clients (8 by default) at once, so that they
+//     take turns on the pooled connections.
 //
 // Any difference is a divergence. The test reports, per diverging client,
 // the first diverging step with what the client saw directly and through

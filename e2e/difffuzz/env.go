@@ -166,7 +166,9 @@ type runningGateway struct {
 
 // startGateway starts an in-process gateway on a loopback port in front
 // of the MariaDB, with a pool of poolSize connections that are opened
-// only when needed (min_idle 0).
+// only when needed (min_idle 0), and query consolidation on (its
+// eligibility checks, leaders' copies and write counting run on every
+// read; clients share a read only when their state is identical).
 func (e *Env) startGateway(poolSize int) (*runningGateway, error) {
 	yaml := fmt.Sprintf(`
 listen: 127.0.0.1:0
@@ -180,6 +182,7 @@ clusters:
     backend_password: %s
     backends: [%q]
     pool: {size: %d, min_idle: 0, max_dials: 2, acquire_timeout: 60s}
+    consolidation: {enabled: true}
 `, e.opts.GatewayLogLevel, appUser, appPassword, backendUser, backendPassword, e.srv.Addr(), poolSize)
 	cfg, err := config.Parse([]byte(yaml))
 	if err != nil {

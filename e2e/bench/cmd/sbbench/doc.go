@@ -77,6 +77,15 @@
 // sampled every 250 ms (median and maximum); summary.md lists them under
 // "Hot rows".
 //
+// The consolidation cases (full runs, with the gateway target) run
+// e2e/bench/lua/consolidation.lua: 64 threads of text-protocol point
+// selects of the same 10 rows of sbtest1, direct and through a gateway
+// without ("consolidation off t=64", the main gateway) and with query
+// consolidation ("consolidation t=64": consolidation enabled). Each run
+// also records the rise of the primary's Com_select; summary.md lists,
+// under "Consolidation", the backend selects per client query and the
+// mariadbd and gateway CPU per query.
+//
 // For every run it records sysbench's QPS, p95 latency, ignored errors and
 // fatal failures (a failing run is recorded with sysbench's error text and
 // the benchmark goes on), and over the measured window (from sysbench's

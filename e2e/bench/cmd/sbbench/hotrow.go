@@ -109,20 +109,28 @@ func globalStatus(ctx context.Context, db *sql.DB, name string) (int64, error) {
 	return v, err
 }
 
+// caseRuns returns the runs of the cases that in selects, in order.
+func caseRuns(cases []benchCase, runs []runResult, in func(benchCase) bool) []runResult {
+	names := map[string]bool{}
+	for _, c := range cases {
+		if in(c) {
+			names[c.Name] = true
+		}
+	}
+	var out []runResult
+	for _, r := range runs {
+		if names[r.Case] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // hotRowMarkdown is the hot-row section of summary.md: every run of the
 // hot-row cases.
 func hotRowMarkdown(cases []benchCase, runs []runResult) string {
-	hot := map[string]bool{}
-	for _, c := range cases {
-		if c.HotRows {
-			hot[c.Name] = true
-		}
-	}
 	var b strings.Builder
-	for _, r := range runs {
-		if !hot[r.Case] {
-			continue
-		}
+	for _, r := range caseRuns(cases, runs, func(c benchCase) bool { return c.HotRows }) {
 		if b.Len() == 0 {
 			b.WriteString("\n## Hot rows\n\n")
 			b.WriteString("64 threads, each transaction `BEGIN; UPDATE hotrow SET n = n + 1 WHERE id = <one of 4>; COMMIT` ")

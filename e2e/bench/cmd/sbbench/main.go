@@ -81,7 +81,8 @@ type benchCase struct {
 	// Targets run in every round, in this order; direct is first.
 	Targets []string `json:"targets"`
 	// Gateway is the gateway of the gateway target: "main" (pool 64),
-	// "mux" (pool 32) or "replicas" (pool 64 per backend, replica_reads on).
+	// "mux" (pool 32), "replicas" (pool 64 per backend, replica_reads on),
+	// "hotrow" (hot_row on) or "consolidation" (consolidation on).
 	Gateway  string `json:"gateway"`
 	PoolSize int    `json:"gateway_pool_size"`
 	// ReplicaReads: the gateway sends reads to the replica (replica_reads:
@@ -94,6 +95,12 @@ type benchCase struct {
 	// Threads_running. HotRowProtection turns the gateway's hot_row on.
 	HotRows          bool `json:"hot_rows,omitempty"`
 	HotRowProtection bool `json:"hot_row_protection,omitempty"`
+	// HotReads marks a consolidation case: the workload is
+	// e2e/bench/lua/consolidation.lua (64 threads of point selects of 10
+	// rows), and each run records the rise of the primary's Com_select.
+	// Consolidation turns the gateway's consolidation on.
+	HotReads      bool `json:"hot_reads,omitempty"`
+	Consolidation bool `json:"consolidation,omitempty"`
 	// SkipTrx runs sysbench with --skip-trx=on (every target): every query
 	// in autocommit mode. The gateway keeps reads inside a transaction on
 	// the primary, so oltp_read_only's BEGIN ... COMMIT would never reach
@@ -431,6 +438,21 @@ func buildCases(s settings) ([]benchCase, error) {
 			})
 		}
 	}
+	if !s.Quick && slices.Contains(targets, targetGateway) {
+		// Hot reads: direct against the gateway without, then with,
+		// query consolidation.
+		for _, on := range []bool{false, true} {
+			name, gw := fmt.Sprintf("consolidation off t=%d", hotRowThreads), "main"
+			if on {
+				name, gw = fmt.Sprintf("consolidation t=%d", hotRowThreads), "consolidation"
+			}
+			all = append(all, benchCase{
+				Name: name, Workload: filepath.Join(s.LuaDir, "consolidation.lua"), PSMode: "disable", Threads: hotRowThreads,
+				Targets: []string{targetDirect, targetGateway}, Gateway: gw, PoolSize: mainPoolSize,
+				HotReads: true, Consolidation: on,
+			})
+		}
+	}
 	if mux {
 		for _, ps := range []string{"auto", "disable"} {
 			all = append(all, benchCase{
@@ -552,7 +574,7 @@ func (b *bench) main(ctx context.Context) (err error) {
 
 	b.proxies = map[string]*proxyProc{}
 	defer func() {
-		for _, name := range []string{"gateway-replicas", "gateway-mux", "gateway-main", targetGorelay, targetHAProxy} {
+		for _, name := range []string{"gateway-replicas", "gateway-mux", "gateway-hotrow", "gateway-consolidation", "gateway-main", targetGorelay, targetHAProxy} {
 			if g := b.proxies[name]; g != nil && g.running() {
 				logf("stopping %s (pid %d)", name, g.pid())
 				if serr := g.stop(); serr != nil {
@@ -908,7 +930,7 @@ func (b *bench) proxy(ctx context.Context, c benchCase, tgt string) (*proxyProc,
 			g.bin, g.user, g.pwd = b.s.Gateway, "app", "app"
 			g.backends = append(g.backends, b.replica.Addr())
 			g.poolSize, g.replicaReads, g.profile = c.PoolSize, c.ReplicaReads, b.s.CPUProfile
-			g.hotRow = c.HotRowProtection
+			g.hotRow, g.consolidation = c.HotRowProtection, c.Consolidation
 		case targetHAProxy:
 			g.bin = b.haproxy
 		case targetGorelay:
@@ -928,7 +950,7 @@ func (b *bench) proxy(ctx context.Context, c benchCase, tgt string) (*proxyProc,
 	if started {
 		what := ""
 		if g.kind == targetGateway {
-			what = fmt.Sprintf(" (pool %d, replica_reads %s, hot_row %s)", g.poolSize, onOff(g.replicaReads), onOff(g.hotRow))
+			what = fmt.Sprintf(" (pool %d, replica_reads %s, hot_row %s, consolidation %s)", g.poolSize, onOff(g.replicaReads), onOff(g.hotRow), onOff(g.consolidation))
 		}
 		logf("    %s%s on %s, pid %d", g.name, what, g.addr, g.pid())
 	}
@@ -1023,11 +1045,21 @@ func (b *bench) runOne(ctx context.Context, c benchCase, tgt string, round, runN
 			return r, err
 		}
 	}
+	var selects *comSelectWatch
+	if c.HotReads {
+		var err error
+		if selects, err = b.watchSelects(ctx); err != nil {
+			return r, err
+		}
+	}
 	args := sbArgs(c.Workload, "run", dst, b.s.Tables, b.s.TableSize, c.Threads, b.s.Seconds, c.PSMode, extra...)
 	hard := time.Duration(b.s.Seconds)*time.Second + 90*time.Second
 	sr, err := runSysbench(ctx, args, filepath.Join(b.dir, r.Output), hard, sample)
 	if hot != nil {
 		r.RowLockWaits, r.ThreadsRunningMedian, r.ThreadsRunningMax = hot.stop()
+	}
+	if selects != nil {
+		r.BackendSelects = selects.stop(ctx)
 	}
 	if err != nil {
 		return r, err

@@ -181,10 +181,11 @@ type proxyProc struct {
 	user, pwd string
 
 	// Gateways only.
-	poolSize     int // per backend
-	replicaReads bool
-	hotRow       bool // hot_row: {max_concurrency: 1, max_queue: 64}
-	profile      bool // pass --cpuprofile
+	poolSize      int // per backend
+	replicaReads  bool
+	hotRow        bool // hot_row: {max_concurrency: 1, max_queue: 64}
+	consolidation bool // consolidation: {enabled: true}
+	profile       bool // pass --cpuprofile
 
 	addr     string
 	httpAddr string // gateways: /debug/health
@@ -222,7 +223,8 @@ clusters:
     replica_reads: %s
     max_replica_lag: %s
     hot_row: %s
-`, g.addr, g.httpAddr, g.user, g.pwd, strings.Join(quoted, ", "), g.poolSize, onOff(g.replicaReads), maxReplicaLag, hotRow)
+    consolidation: {enabled: %v}
+`, g.addr, g.httpAddr, g.user, g.pwd, strings.Join(quoted, ", "), g.poolSize, onOff(g.replicaReads), maxReplicaLag, hotRow, g.consolidation)
 }
 
 // haproxyMaxConn bounds HAProxy's connections (global and per frontend): the

@@ -40,10 +40,14 @@ type runResult struct {
 	RowLockWaits         *int64   `json:"innodb_row_lock_waits,omitempty"`
 	ThreadsRunningMedian *float64 `json:"threads_running_median,omitempty"`
 	ThreadsRunningMax    *float64 `json:"threads_running_max,omitempty"`
-	AvgMs                float64  `json:"avg_ms"`
-	IgnoredErrors        int64    `json:"ignored_errors"`
-	Reconnects           int64    `json:"reconnects"`
-	TotalTimeS           float64  `json:"sysbench_total_time_s"`
+	// BackendSelects is the rise of the primary's Com_select over the run
+	// (consolidation cases): the selects MariaDB ran, against the
+	// client's Queries.
+	BackendSelects *int64  `json:"backend_com_select,omitempty"`
+	AvgMs          float64 `json:"avg_ms"`
+	IgnoredErrors  int64   `json:"ignored_errors"`
+	Reconnects     int64   `json:"reconnects"`
+	TotalTimeS     float64 `json:"sysbench_total_time_s"`
 
 	// CPU is counted between sysbench's "Threads started!" and its report
 	// when CPUWindowExact, else from its start to its exit. Mariadbd* is
@@ -534,6 +538,7 @@ func markdown(d resultsDoc) string {
 	}
 	b.WriteString("\n![target/direct QPS ratios](ratios.svg)\n")
 	b.WriteString(hotRowMarkdown(d.Cases, d.Runs))
+	b.WriteString(consolidationMarkdown(d.Cases, d.Runs))
 
 	var fails strings.Builder
 	writeFailures(&fails, d.Summary, "")

@@ -150,8 +150,8 @@ func TestSettingsAndCases(t *testing.T) {
 		t.Fatalf("full defaults: %+v, %v", s, err)
 	}
 	cases, err := buildCases(s)
-	if err != nil || len(cases) != 19 {
-		t.Fatalf("full run: %d cases, %v; want 3 workloads x 2 thread counts x 2 ps modes + 2 replica reads + 1 equal rate + 2 hot rows + 2 mux", len(cases), err)
+	if err != nil || len(cases) != 21 {
+		t.Fatalf("full run: %d cases, %v; want 3 workloads x 2 thread counts x 2 ps modes + 2 replica reads + 1 equal rate + 2 hot rows + 2 consolidation + 2 mux", len(cases), err)
 	}
 	if c := cases[len(cases)-1]; c.Threads != muxThreads || c.PoolSize != muxPoolSize || c.Gateway != "mux" {
 		t.Fatalf("last case is not the multiplexing case: %+v", c)
@@ -170,6 +170,7 @@ func TestSettingsAndCases(t *testing.T) {
 		"read_write ps=auto t=8,read_write ps=disable t=8,read_write ps=auto t=64,read_write ps=disable t=64," +
 		"point_select ps=disable t=8 rate=10000," +
 		"hotrow t=64,hotrow protected t=64," +
+		"consolidation off t=64,consolidation t=64," +
 		"mux point_select ps=auto t=512 pool=32,mux point_select ps=disable t=512 pool=32"
 	if got := strings.Join(names, ","); got != wantOrder {
 		t.Fatalf("full run cases:\n%s\nwant:\n%s", got, wantOrder)
@@ -180,6 +181,12 @@ func TestSettingsAndCases(t *testing.T) {
 			t.Errorf("hot-row case: %+v", c)
 		}
 	}
+	for i, gw := range []string{"main", "consolidation"} {
+		c := cases[17+i]
+		if !c.HotReads || c.Consolidation != (gw == "consolidation") || c.Gateway != gw || c.Threads != 64 || c.PSMode != "disable" || !strings.HasSuffix(c.Workload, "/consolidation.lua") {
+			t.Errorf("consolidation case: %+v", c)
+		}
+	}
 	if c := cases[8]; c.Workload != "oltp_read_only" || c.PSMode != "auto" || c.Threads != 8 || c.PoolSize != mainPoolSize {
 		t.Fatalf("replica case: %+v", c)
 	}
@@ -188,14 +195,14 @@ func TestSettingsAndCases(t *testing.T) {
 	}
 	if s2, err := parseSettings([]string{"-rate", "0"}, env(nil)); err != nil {
 		t.Fatal(err)
-	} else if cases, err := buildCases(s2); err != nil || len(cases) != 18 {
+	} else if cases, err := buildCases(s2); err != nil || len(cases) != 20 {
 		t.Fatalf("-rate 0: %d cases, %v", len(cases), err)
 	}
 	// Every case runs the default targets, but the replica-read and
 	// hot-row cases only direct and the gateway.
 	for _, c := range cases {
 		want := "direct,haproxy,gorelay,gateway"
-		if c.ReplicaReads || c.HotRows {
+		if c.ReplicaReads || c.HotRows || c.HotReads {
 			want = "direct,gateway"
 		}
 		if got := strings.Join(c.Targets, ","); got != want {
