@@ -373,6 +373,34 @@ func parseTargets(v string, peers []peer) ([]string, error) {
 	return out, nil
 }
 
+// protectionCases are the two cases of a protection: hotRowThreads
+// threads running e2e/bench/lua/<name>.lua, direct and through the main
+// gateway ("<name> t=64", or "<name> off t=64" for consolidation, whose
+// on case has the plain name), then through gateway gw with the
+// protection on; set marks each case.
+func protectionCases(name, gw, psMode, luaDir string, set func(c *benchCase, on bool)) []benchCase {
+	var out []benchCase
+	for _, on := range []bool{false, true} {
+		c := benchCase{
+			Workload: filepath.Join(luaDir, name+".lua"), PSMode: psMode, Threads: hotRowThreads,
+			Targets: []string{targetDirect, targetGateway}, Gateway: "main", PoolSize: mainPoolSize,
+		}
+		switch {
+		case on && name == "hotrow":
+			c.Name, c.Gateway = fmt.Sprintf("hotrow protected t=%d", hotRowThreads), gw
+		case on:
+			c.Name, c.Gateway = fmt.Sprintf("%s t=%d", name, hotRowThreads), gw
+		case name == "hotrow":
+			c.Name = fmt.Sprintf("hotrow t=%d", hotRowThreads)
+		default:
+			c.Name = fmt.Sprintf("%s off t=%d", name, hotRowThreads)
+		}
+		set(&c, on)
+		out = append(out, c)
+	}
+	return out
+}
+
 // buildCases lists the cases of a full or quick run, filtered by
 // s.CaseFilter, each with the targets it runs. The replica-read cases
 // follow the read_only ones: no case before them writes, so the replica has
@@ -424,34 +452,14 @@ func buildCases(s settings) ([]benchCase, error) {
 		})
 	}
 	if !s.Quick && slices.Contains(targets, targetGateway) {
-		// Hot rows: direct against the gateway without, then with,
-		// hot-row protection.
-		for _, prot := range []bool{false, true} {
-			name, gw := fmt.Sprintf("hotrow t=%d", hotRowThreads), "main"
-			if prot {
-				name, gw = fmt.Sprintf("hotrow protected t=%d", hotRowThreads), "hotrow"
-			}
-			all = append(all, benchCase{
-				Name: name, Workload: filepath.Join(s.LuaDir, "hotrow.lua"), PSMode: "auto", Threads: hotRowThreads,
-				Targets: []string{targetDirect, targetGateway}, Gateway: gw, PoolSize: mainPoolSize,
-				HotRows: true, HotRowProtection: prot,
-			})
-		}
-	}
-	if !s.Quick && slices.Contains(targets, targetGateway) {
-		// Hot reads: direct against the gateway without, then with,
-		// query consolidation.
-		for _, on := range []bool{false, true} {
-			name, gw := fmt.Sprintf("consolidation off t=%d", hotRowThreads), "main"
-			if on {
-				name, gw = fmt.Sprintf("consolidation t=%d", hotRowThreads), "consolidation"
-			}
-			all = append(all, benchCase{
-				Name: name, Workload: filepath.Join(s.LuaDir, "consolidation.lua"), PSMode: "disable", Threads: hotRowThreads,
-				Targets: []string{targetDirect, targetGateway}, Gateway: gw, PoolSize: mainPoolSize,
-				HotReads: true, Consolidation: on,
-			})
-		}
+		// Hot rows, then hot reads: direct against the gateway without,
+		// then with, the protection.
+		all = append(all, protectionCases("hotrow", "hotrow", "auto", s.LuaDir, func(c *benchCase, on bool) {
+			c.HotRows, c.HotRowProtection = true, on
+		})...)
+		all = append(all, protectionCases("consolidation", "consolidation", "disable", s.LuaDir, func(c *benchCase, on bool) {
+			c.HotReads, c.Consolidation = true, on
+		})...)
 	}
 	if mux {
 		for _, ps := range []string{"auto", "disable"} {
