@@ -1160,3 +1160,64 @@ func queryRowsText(ctx context.Context, conn *sql.Conn, q string) (string, error
 	}
 	return strings.Join(lines, "\n"), rows.Err()
 }
+
+// A CALL of a procedure that uses no table and raises nothing keeps the
+// warnings of the statement before it, on MariaDB; through the gateway
+// that statement may have run on another connection, whose list is the
+// session's own only in the gateway's copy. (Found by the differential
+// fuzzer: seed 1796173236394322031.)
+func TestMultiplexWarningsKeptByCall(t *testing.T) {
+	srv := startMplxGateway(t, "mplx-callwarn", 1, 1<<20)
+	mustExec(t, direct(t),
+		"DROP PROCEDURE IF EXISTS mplx_cw_set", "CREATE PROCEDURE mplx_cw_set(x INT) SET @mplx_cw = x",
+		"DROP PROCEDURE IF EXISTS mplx_cw_sel", "CREATE PROCEDURE mplx_cw_sel() SELECT 1",
+		"DROP PROCEDURE IF EXISTS mplx_cw_warn", "CREATE PROCEDURE mplx_cw_warn() DO CAST('z' AS INT)",
+		"DROP TABLE IF EXISTS mplx_cw", "CREATE TABLE mplx_cw (id INT)",
+		"DROP PROCEDURE IF EXISTS mplx_cw_tab", "CREATE PROCEDURE mplx_cw_tab() SELECT COUNT(*) FROM mplx_cw")
+	cases := []struct{ call, want string }{
+		{"CALL mplx_cw_set(3)", "2 w1,w2"},
+		{"CALL mplx_cw_sel()", "2 w1,w2"},
+		{"CALL mplx_cw_tab()", "0 "},
+		{"CALL mplx_cw_warn()", "1 z"},
+	}
+	for _, tg := range []target{directTarget(), gatewayTarget(srv)} {
+		for _, c := range cases {
+			t.Run(tg.name+"/"+c.call, func(t *testing.T) {
+				a := tg.session(t, nil)
+				run(t, a, "DO CAST('w1' AS INT), CAST('w2' AS INT)")
+				// Another client empties the list of the (only) pooled
+				// connection once a's is back in the pool.
+				time.Sleep(120 * time.Millisecond)
+				other, leave := shortSession(t, tg)
+				str(t, other, "SELECT COUNT(*) FROM mplx_cw")
+				leave()
+				rows, err := a.QueryContext(context.Background(), c.call)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for ok := true; ok; ok = rows.NextResultSet() {
+					for rows.Next() {
+					}
+				}
+				rows.Close()
+				count := str(t, a, "SELECT @@warning_count")
+				var msgs []string
+				rows, err = a.QueryContext(context.Background(), "SHOW WARNINGS")
+				if err != nil {
+					t.Fatal(err)
+				}
+				for rows.Next() {
+					var level, code, msg string
+					if err := rows.Scan(&level, &code, &msg); err != nil {
+						t.Fatal(err)
+					}
+					msgs = append(msgs, strings.TrimSuffix(strings.TrimPrefix(msg, "Truncated incorrect INTEGER value: '"), "'"))
+				}
+				rows.Close()
+				if got := count + " " + strings.Join(msgs, ","); got != c.want {
+					t.Errorf("after %s: @@warning_count and SHOW WARNINGS %q, want %q", c.call, got, c.want)
+				}
+			})
+		}
+	}
+}

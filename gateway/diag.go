@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/directgate/directgate/querypath"
@@ -48,6 +49,9 @@ type diagnostics struct {
 	// the server wrote them, at most max_error_count of them).
 	warnCount, errCount uint64
 	conds               [][3][]byte
+	// planted says the statement running was preceded on its connection
+	// by diagMarkerSQL (plantDiagMarker).
+	planted bool
 }
 
 // fresh sets what a new MariaDB connection reports.
@@ -419,4 +423,61 @@ func (ss *Session) inTransaction(conn *backendConn) (in, readOnly bool, err erro
 		return true, false, nil
 	}
 	return string(v) == "1", string(ro) == "1", err
+}
+
+// A CALL of a procedure that uses no table and raises nothing leaves the
+// warning list as it was, and the server alone knows whether it did (the
+// procedure's body is not the gateway's to read). When the session's list
+// lives here, not on the connection (its statement ran on another one),
+// the connection's list is first replaced by a marker; after the CALL a
+// list that is still the marker means the CALL kept it: the session's own
+// list stands. (The CALL's OK packet counts only its own warnings either
+// way: checked on 10.11.)
+
+// diagMarker is the text of the marker warning: 1292 "Truncated incorrect
+// INTEGER value: '<diagMarker>'".
+const diagMarker = "directgate: the warnings of the session are kept by the gateway"
+
+// diagMarkerSQL raises exactly the marker warning. DO uses no table and
+// leaves ROW_COUNT() and FOUND_ROWS() alone.
+const diagMarkerSQL = "DO CAST('" + diagMarker + "' AS INT)"
+
+// plantDiagMarker replaces conn's warning list with the marker before a
+// CALL (sql) when the session's list is not on conn. A non-nil error is
+// the statement's: the connection broke.
+func (ss *Session) plantDiagMarker(conn *backendConn, route querypath.Route, sql []byte) error {
+	d := &ss.diag
+	if d.onConn&diagWarnings != 0 || d.warnCount == 0 && d.errCount == 0 || route.MultiStatement || !isCall(sql) {
+		return nil
+	}
+	if _, err := conn.Exec(diagMarkerSQL); err != nil {
+		var sqlErr *wire.SQLError
+		if errors.As(err, &sqlErr) {
+			return nil // no marker: the server's list is taken after the CALL, as before
+		}
+		ss.dropLease()
+		return backendLost(conn.addr, err)
+	}
+	conn.warnListed = true
+	d.planted = true
+	return nil
+}
+
+// resolveDiagMarker reads, after a CALL that followed the marker, what
+// the CALL left, into the session's copy; a list that is still the
+// marker is the session's own list, kept. A non-nil error is a broken
+// connection.
+func (ss *Session) resolveDiagMarker(conn *backendConn) error {
+	d := &ss.diag
+	d.planted = false
+	warnCount, errCount := d.warnCount, d.errCount
+	conds := append([][3][]byte(nil), d.conds...)
+	if err := ss.captureDiag(conn); err != nil {
+		return err
+	}
+	if d.onConn&diagWarnings == 0 && d.warnCount == 1 && d.errCount == 0 && len(d.conds) == 1 &&
+		string(d.conds[0][1]) == "1292" && strings.Contains(string(d.conds[0][2]), diagMarker) {
+		d.warnCount, d.errCount, d.conds = warnCount, errCount, conds
+	}
+	return nil
 }

@@ -1004,6 +1004,9 @@ func (ss *Session) prepareStatement(conn *backendConn, route querypath.Route, sq
 		}
 		conn.warnListed = false
 	}
+	if err := ss.plantDiagMarker(conn, route, sql); err != nil {
+		return err
+	}
 	var stmt string
 	switch {
 	case !ss.insertIDSynced && usesInsertID(route, sql):
@@ -1049,6 +1052,13 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 	ok := res.Err == nil
 	ss.lastOK = ok
 	ss.diag.afterStatement(sql, route, res, ss.status&wire.StatusNoBackslashEscapes != 0)
+	if ss.diag.planted {
+		if err := ss.resolveDiagMarker(conn); err != nil {
+			ss.dropLease()
+			ss.lostBackendState()
+			return err
+		}
+	}
 	// The previous statement's transient state has now been read or is gone.
 	pins := ss.pins &^ transientPins
 	var add, end pinSet
