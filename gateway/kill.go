@@ -188,9 +188,3 @@ func (ss *Session) renewStatementContext() {
 	ss.stmtWaits.killed.Store(false)
 	ss.killMu.Unlock()
 }
-
-// interruptedError is the client's answer to a statement whose wait at
-// the gateway a KILL QUERY ended; what it waited for says where.
-func interruptedError(waitedFor string) *wire.SQLError {
-	return wire.NewError(1317, "70100", "Query execution was interrupted while waiting at the gateway for %s", waitedFor)
-}
