@@ -93,10 +93,6 @@ type flight struct {
 	res     wire.Result
 }
 
-// consolidationGoneCheck is how often a follower checks that its client
-// is still connected.
-const consolidationGoneCheck = 250 * time.Millisecond
-
 // consolKeepBuffer is the largest copy buffer kept for the next leader.
 const consolKeepBuffer = 64 << 10
 
@@ -314,7 +310,7 @@ func (ss *Session) awaitLeader(f *flight) *wire.SQLError {
 		return nil
 	default:
 	}
-	t := time.NewTicker(consolidationGoneCheck)
+	t := time.NewTicker(waitGoneCheck)
 	defer t.Stop()
 	for {
 		select {

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 	"unsafe"
 
 	"github.com/directgate/directgate/config"
@@ -38,10 +37,6 @@ const (
 	hotRowTables      = 64
 	hotRowOtherTables = "(other tables)"
 )
-
-// hotRowGoneCheck is how often a waiting session checks that its client
-// is still connected.
-const hotRowGoneCheck = 250 * time.Millisecond
 
 // hotRows is one cluster's hot-row protection: the row slots, their
 // queues and the counters. The zero value is ready to use.
@@ -166,7 +161,7 @@ func (h *hotRows) statsFor(table string) *hotRowStats {
 // waiting in its queue when it is taken. held says the caller holds the
 // slot and must release it; a refusal is a 1205 error for the client.
 // The wait ends early when ctx ends or gone (checked every
-// hotRowGoneCheck; may be nil) reports the client gone.
+// waitGoneCheck; may be nil) reports the client gone.
 func (h *hotRows) acquire(ctx context.Context, txn *hotTxn, k hotKey, cfg config.HotRow, gone func() bool) (held bool, refusal *wire.SQLError) {
 	i := k.slot()
 	h.mu.Lock()
@@ -213,7 +208,7 @@ func (h *hotRows) acquire(ctx context.Context, txn *hotTxn, k hotKey, cfg config
 	st.queuedTotal++
 	h.mu.Unlock()
 
-	timeout, check, stopClocks := waitClocks(cfg.MaxWait, hotRowGoneCheck, gone != nil)
+	timeout, check, stopClocks := waitClocks(cfg.MaxWait, gone != nil)
 	defer stopClocks()
 	timedOut := false
 wait:

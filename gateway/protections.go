@@ -178,14 +178,20 @@ func (pr *protectionRates) fill(rows []ProtectionRow, now time.Time) {
 	}
 }
 
+// waitGoneCheck is how often a statement waiting at the gateway (for a
+// hot row, the replicas, an identical read) checks that its client is
+// still connected.
+const waitGoneCheck = 250 * time.Millisecond
+
 // waitClocks are the clocks of a protection's wait at the gateway: a
-// timeout after d and, when watch, a tick every `every` to check that
-// the client is still there (nil channel otherwise). stop stops both.
-func waitClocks(d, every time.Duration, watch bool) (timeout, check <-chan time.Time, stop func()) {
+// timeout after d and, when watch, a tick every waitGoneCheck to check
+// that the client is still there (nil channel otherwise). stop stops
+// both.
+func waitClocks(d time.Duration, watch bool) (timeout, check <-chan time.Time, stop func()) {
 	timer := time.NewTimer(d)
 	if !watch {
 		return timer.C, nil, func() { timer.Stop() }
 	}
-	tk := time.NewTicker(every)
+	tk := time.NewTicker(waitGoneCheck)
 	return timer.C, tk.C, func() { timer.Stop(); tk.Stop() }
 }

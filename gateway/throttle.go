@@ -38,10 +38,6 @@ import (
 // matters); a replica whose SQL thread is stopped applies nothing and
 // counts as lagging twice max_lag or more.
 
-// throttleGoneCheck is how often a delayed statement checks that its
-// client is still connected.
-const throttleGoneCheck = 250 * time.Millisecond
-
 // throttle is one cluster's transaction throttling: its counters and
 // the lag last read from a discovery snapshot. The zero value is ready.
 type throttle struct {
@@ -155,7 +151,7 @@ func (t *throttle) rand() float64 {
 // go). A non-nil error is the
 // client's answer instead of the statement's: 1205 after max_delay, 1317
 // when ctx ends (the statement context: KILL QUERY, KILL, the session's
-// end) or gone (checked every throttleGoneCheck; may be nil) reports the
+// end) or gone (checked every waitGoneCheck; may be nil) reports the
 // client gone.
 func (c *cluster) admit(ctx context.Context, prio int, gone func() bool) *wire.SQLError {
 	t := &c.thr
@@ -184,7 +180,7 @@ func (c *cluster) admit(ctx context.Context, prio int, gone func() bool) *wire.S
 	t.delayed.Add(1)
 	t.delayedTotal.Add(1)
 	defer t.delayed.Add(-1)
-	timeout, check, stopClocks := waitClocks(cfg.MaxDelay, throttleGoneCheck, gone != nil)
+	timeout, check, stopClocks := waitClocks(cfg.MaxDelay, gone != nil)
 	defer stopClocks()
 	for {
 		select {
