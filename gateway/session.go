@@ -649,7 +649,8 @@ func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind)
 	start := time.Now()
 	load.Begin()
 	defer func() { load.End(start, time.Now()) }()
-	if err := conn.WriteCommand(p); err != nil {
+	// Sent by the relay's first read of the answer (wire.Conn.SendCommand).
+	if err := conn.SendCommand(p); err != nil {
 		return ss.sendFailed(conn, err)
 	}
 	// The answer continues the client's sequence: a command split over
@@ -677,6 +678,9 @@ func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind)
 	res, err := ss.relay.Run(ss.client, conn.Conn, kind)
 	ss.watch.Stop()
 	ss.endInFlight()
+	if se := (*wire.SendError)(nil); err != nil && res.Packets == 0 && errors.As(err, &se) {
+		return ss.sendFailed(conn, se.Err)
+	}
 	if res.Warnings > 0 || res.Err != nil {
 		conn.warnListed = true
 	}

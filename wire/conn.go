@@ -234,6 +234,26 @@ func (c *Conn) WriteCommand(payload []byte) error {
 	return c.bw.Flush()
 }
 
+// SendCommand is WriteCommand for a command whose answer is read next:
+// on a TCP connection without TLS the command (its last 4 KiB at most) is
+// held back and sent by that read, which then waits for the answer without first trying a
+// read that would find nothing (see socket). A failure to send it is
+// returned by the read as a *SendError. Anything else written to c before
+// that read sends the command first.
+func (c *Conn) SendCommand(payload []byte) error {
+	if c.sock.rc == nil || c.nc != c.sock.Conn {
+		return c.WriteCommand(payload)
+	}
+	c.seq = 0
+	if err := c.WritePacket(payload); err != nil {
+		return err
+	}
+	c.sock.holdNext = true
+	err := c.bw.Flush()
+	c.sock.holdNext = false
+	return err
+}
+
 // ReadPacketAnySeq is ReadPacket accepting whatever sequence id the
 // packet carries: for an error a server sent while the command was still
 // being written, or on its own before it closed the connection.

@@ -31,6 +31,16 @@ import (
 // that far ahead, so a write that cannot finish within it fails (a peer
 // that stops reading). Set at every write, it survives whoever clears the
 // socket's deadlines meanwhile (the end of a handshake's timeout).
+//
+// A held write (Conn.SendCommand). A command is written by the read that
+// waits for its answer, inside the poller's read call: the poller clears
+// the socket's readiness before it calls us, so once the command is sent
+// the goroutine can park at once, without the read(2) that would only
+// return EAGAIN (the answer cannot be there yet: the server has not seen
+// the command). Any data that arrives after the command, the answer
+// included, sets the readiness again, so no wake-up is lost; a readiness
+// left over from before only costs that one read after all. That is one
+// system call fewer per statement.
 type socket struct {
 	net.Conn
 	rc syscall.RawConn // nil: not a TCP socket; use Conn's Read and Write
@@ -41,7 +51,29 @@ type socket struct {
 	// (a reader and a writer may run at once), in fields so that the
 	// method values are made once, not per call.
 	rd, wr rawCall
+
+	// held is a command held back by holdNext: the next Read sends it
+	// before it waits (readHeld is that Read's RawConn callback), the
+	// next Write before its own bytes. heldBuf is its storage, kept;
+	// heldErrno is the held write's failure.
+	held, heldBuf []byte
+	holdNext      bool
+	heldErrno     syscall.Errno
+	readHeld      func(fd uintptr) bool
 }
+
+// maxHeld is the largest command a socket holds back for its next read;
+// a longer one is written at once.
+const maxHeld = 4096
+
+// SendError is the failure of a command's write that Conn.SendCommand held
+// back for the read of its answer: the read reports it, and nothing of an
+// answer was read. As with Conn.WriteCommand's errors, the server may have
+// got part of the command.
+type SendError struct{ Err error }
+
+func (e *SendError) Error() string { return "sending the command: " + e.Err.Error() }
+func (e *SendError) Unwrap() error { return e.Err }
 
 // rawCall is one direction's raw system call: its buffer, its result and
 // the RawConn callback that makes it.
@@ -60,6 +92,7 @@ func newSocket(nc net.Conn) *socket {
 			s.rc = rc
 			s.rd.fn = s.rd.read
 			s.wr.fn = s.wr.write
+			s.readHeld = s.sendHeldThenRead
 		}
 	}
 	return s
@@ -77,9 +110,17 @@ func (s *socket) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	s.rd.buf = p
-	err := s.rc.Read(s.rd.fn)
+	fn := s.rd.fn
+	if len(s.held) > 0 {
+		fn = s.readHeld
+	}
+	err := s.rc.Read(fn)
 	n, errno := s.rd.n, s.rd.errno
 	s.rd.buf = nil
+	if len(s.held) > 0 || s.heldErrno != 0 {
+		// The held command is not (all) sent: nothing was read.
+		return s.heldFailed(p, err)
+	}
 	switch {
 	case err != nil:
 		return 0, s.opError("read", err)
@@ -89,6 +130,53 @@ func (s *socket) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+// sendHeldThenRead is the RawConn callback of a Read with a command held:
+// the first call sends the command and asks the poller to wait for the
+// answer; the next ones read. A command the socket cannot take whole
+// (EAGAIN) or a failed write ends the call, for heldFailed.
+func (s *socket) sendHeldThenRead(fd uintptr) bool {
+	if len(s.held) == 0 {
+		return s.rd.fn(fd)
+	}
+	for len(s.held) > 0 {
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&s.held[0])), uintptr(len(s.held)))
+		switch e {
+		case 0:
+			s.held = s.held[n:]
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return true
+		default:
+			s.heldErrno = e
+			return true
+		}
+	}
+	return false
+}
+
+// heldFailed ends a Read whose held command was not all sent: a failed
+// write or read call is a SendError; a command the socket could not take
+// whole is finished with Write (which waits for room) and the Read is
+// made again.
+func (s *socket) heldFailed(p []byte, err error) (int, error) {
+	errno := s.heldErrno
+	s.heldErrno = 0
+	switch {
+	case errno != 0:
+		err = s.opError("write", os.NewSyscallError("write", errno))
+	case err != nil:
+		err = s.opError("write", err)
+	default:
+		held := s.held
+		s.held = nil
+		if _, err = s.write(held); err == nil {
+			return s.Read(p)
+		}
+	}
+	s.held = nil
+	return 0, &SendError{err}
 }
 
 // read is the RawConn callback of Read: false asks the poller to wait.
@@ -117,8 +205,29 @@ func (c *rawCall) call(trap, fd uintptr) bool {
 	}
 }
 
-// Write writes all of p, within writeTimeout when it is set.
+// Write writes all of p, within writeTimeout when it is set. A command
+// held back is written first; with holdNext set, p is held back instead.
 func (s *socket) Write(p []byte) (int, error) {
+	if s.holdNext {
+		s.holdNext = false
+		if len(s.held) == 0 && len(p) <= maxHeld {
+			s.heldBuf = append(s.heldBuf[:0], p...)
+			s.held = s.heldBuf
+			return len(p), nil
+		}
+	}
+	if len(s.held) > 0 {
+		held := s.held
+		s.held = nil
+		if _, err := s.write(held); err != nil {
+			return 0, err
+		}
+	}
+	return s.write(p)
+}
+
+// write writes all of p, within writeTimeout when it is set.
+func (s *socket) write(p []byte) (int, error) {
 	if s.writeTimeout > 0 {
 		if err := s.Conn.SetWriteDeadline(time.Now().Add(s.writeTimeout)); err != nil {
 			return 0, err
@@ -130,6 +239,7 @@ func (s *socket) Write(p []byte) (int, error) {
 	written := 0
 	for written < len(p) {
 		s.wr.buf = p[written:]
+		s.wr.n, s.wr.errno = 0, 0 // a write that times out never calls back
 		err := s.rc.Write(s.wr.fn)
 		n, errno := s.wr.n, s.wr.errno
 		s.wr.buf = nil

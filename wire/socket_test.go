@@ -2,9 +2,11 @@ package wire
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -94,5 +96,173 @@ func TestSocketAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("%.1f allocations per write and read, want 0", allocs)
+	}
+}
+
+// echoCommands answers every packet that arrives on server with the same
+// payload, in one write, until the connection ends.
+func echoCommands(server net.Conn) {
+	sc := NewConn(server, 4096, 4096)
+	for {
+		p, err := sc.ReadPacket()
+		if err != nil {
+			return
+		}
+		sc.SetSeq(1)
+		if sc.WritePacket(p) != nil || sc.Flush() != nil {
+			return
+		}
+		sc.ResetSeq()
+	}
+}
+
+// A command sent with SendCommand is written by the read of its answer,
+// which then waits without the read(2) that would find nothing: one read
+// call per answer.
+func TestSendCommandSkipsEmptyRead(t *testing.T) {
+	a, b := tcpPair(t)
+	go echoCommands(b)
+	c := NewConn(a, 4096, 4096)
+	reads := 0
+	read := c.sock.rd.fn
+	c.sock.rd.fn = func(fd uintptr) bool { reads++; return read(fd) }
+	const n = 50
+	for i := range n {
+		cmd := []byte{ComQuery, 'S', byte(i)}
+		if err := c.SendCommand(cmd); err != nil {
+			t.Fatal(err)
+		}
+		p, err := c.ReadPacket()
+		if err != nil || string(p) != string(cmd) {
+			t.Fatalf("answer %d: %q %v, want %q", i, p, err, cmd)
+		}
+	}
+	if reads != n {
+		t.Errorf("%d read calls for %d answers, want one each", reads, n)
+	}
+	ping := []byte{ComPing}
+	allocs := testing.AllocsPerRun(50, func() {
+		if err := c.SendCommand(ping); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.ReadPacket(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%.1f allocations per SendCommand and answer, want 0", allocs)
+	}
+}
+
+// A held command goes out before anything written after it, and is not
+// sent before the read or write that sends it; of a long command only the
+// last part is held.
+func TestSendCommandOrder(t *testing.T) {
+	a, b := tcpPair(t)
+	c := NewConn(a, 4096, 4096)
+	if err := c.SendCommand([]byte{ComQuery, '1'}); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if n, err := b.Read(make([]byte, 16)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the held command arrived before its read: %d bytes, %v", n, err)
+	}
+	_ = b.SetReadDeadline(time.Time{})
+	if err := c.WriteCommand([]byte{ComQuery, '2'}); err != nil {
+		t.Fatal(err)
+	}
+	long := make([]byte, 3*maxHeld)
+	long[0] = ComQuery
+	if err := c.SendCommand(long); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		sc := NewConn(b, 16384, 4096)
+		for i, want := range [][]byte{{ComQuery, '1'}, {ComQuery, '2'}, long} {
+			sc.ResetSeq()
+			p, err := sc.ReadPacket()
+			if err != nil || string(p) != string(want) {
+				errc <- fmt.Errorf("packet %d: %d bytes %v, want %d bytes", i, len(p), err, len(want))
+				return
+			}
+		}
+		if err := sc.WritePacket([]byte{okHeader}); err != nil {
+			errc <- err
+			return
+		}
+		errc <- sc.Flush()
+	}()
+	if p, err := c.ReadPacket(); err != nil || len(p) != 1 {
+		t.Fatalf("answer: %q %v", p, err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A held command that cannot be sent fails its read with a SendError, and
+// a read that times out before sending it does too.
+func TestSendCommandFailure(t *testing.T) {
+	a, _ := tcpPair(t)
+	c := NewConn(a, 4096, 4096)
+	if err := a.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SendCommand([]byte{ComPing}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.ReadPacket()
+	var se *SendError
+	if !errors.As(err, &se) || !errors.Is(err, syscall.EPIPE) {
+		t.Fatalf("read after a failed send: %v, want a SendError with EPIPE", err)
+	}
+
+	a, _ = tcpPair(t)
+	c = NewConn(a, 4096, 4096)
+	if err := c.SendCommand([]byte{ComPing}); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.SetReadDeadline(time.Now().Add(-time.Second))
+	if _, err := c.ReadPacket(); !errors.As(err, &se) || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read past its deadline with a command held: %v, want a SendError that timed out", err)
+	}
+}
+
+// A held command that the socket cannot take whole is finished by Write,
+// which waits for room, and the answer is read after it.
+func TestSendCommandFullSocket(t *testing.T) {
+	a, b := tcpPair(t)
+	c := NewConn(a, 4096, 4096)
+	// Fill the socket's send buffer and the peer's receive buffer.
+	fill := make([]byte, 64<<10)
+	sent := 0
+	_ = a.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+	for sent < 64<<20 {
+		n, err := c.sock.Write(fill)
+		sent += n
+		if err != nil {
+			break
+		}
+	}
+	_ = a.SetWriteDeadline(time.Time{})
+	if err := c.SendCommand([]byte{ComQuery, 'x'}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		// Drain the filler, then answer the command. The deadline turns
+		// a count of sent bytes that is off into a failure, not a hang.
+		_ = b.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(b, make([]byte, sent)); err != nil {
+			t.Errorf("draining the %d bytes written: %v", sent, err)
+			a.Close()
+			return
+		}
+		_ = b.SetReadDeadline(time.Time{})
+		echoCommands(b)
+	}()
+	p, err := c.ReadPacket()
+	if err != nil || string(p) != string([]byte{ComQuery, 'x'}) {
+		t.Fatalf("answer after a full socket: %q %v", p, err)
 	}
 }
