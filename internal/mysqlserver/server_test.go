@@ -13,7 +13,8 @@ import (
 )
 
 // echoConn is a Conn whose Serve answers each command with an OK packet
-// through a Loop; a command "busy" blocks until the connection is cut.
+// through a Loop; a command "busy" closes held and blocks until the
+// connection is cut.
 type echoConn struct {
 	srv    *Server
 	nc     net.Conn
@@ -21,6 +22,7 @@ type echoConn struct {
 	busy   atomic.Bool
 	forced atomic.Bool
 	hold   chan struct{}
+	held   chan struct{}
 }
 
 func (e *echoConn) Serve() {
@@ -29,6 +31,7 @@ func (e *echoConn) Serve() {
 		Stop: e.srv.Closing,
 		Dispatch: func(p []byte) error {
 			if string(p) == "busy" {
+				close(e.held)
 				<-e.hold
 			}
 			if err := e.c.WritePacket(wire.AppendOK(nil, wire.OK{})); err != nil {
@@ -64,7 +67,7 @@ type echoHandler struct {
 }
 
 func (h *echoHandler) NewConn(nc net.Conn, id uint32) Conn {
-	e := &echoConn{srv: h.srv, nc: nc, c: wire.NewConn(nc, 1<<10, 1<<10), hold: make(chan struct{})}
+	e := &echoConn{srv: h.srv, nc: nc, c: wire.NewConn(nc, 1<<10, 1<<10), hold: make(chan struct{}), held: make(chan struct{})}
 	e.busy.Store(true)
 	h.conns <- e
 	return e
@@ -126,9 +129,9 @@ func TestShutdownClosesIdleAndCutsBusyAfterTheDrain(t *testing.T) {
 	if err := busy.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	for !busyConn.busy.Load() || srv.Len() != 2 {
-		time.Sleep(time.Millisecond)
-	}
+	// Busy is true from NewConn on, before the loop reads anything: wait
+	// for the command itself.
+	<-busyConn.held
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	cut, err := srv.Shutdown(ctx)
