@@ -236,10 +236,11 @@ func (c *Conn) WriteCommand(payload []byte) error {
 
 // SendCommand is WriteCommand for a command whose answer is read next:
 // on a TCP connection without TLS the command (its last 4 KiB at most) is
-// held back and sent by that read, which then waits for the answer without first trying a
-// read that would find nothing (see socket). A failure to send it is
-// returned by the read as a *SendError. Anything else written to c before
-// that read sends the command first.
+// held back and sent by that read, which then waits for the answer
+// without first trying a read that would find nothing (see socket). A
+// failure to send it is returned by the read as a *SendError. Anything
+// else written to c before that read sends the command first. Unlike
+// WriteCommand it must not run while another goroutine reads c.
 func (c *Conn) SendCommand(payload []byte) error {
 	if c.sock.rc == nil || c.nc != c.sock.Conn {
 		return c.WriteCommand(payload)
