@@ -52,14 +52,14 @@ type socket struct {
 	// method values are made once, not per call.
 	rd, wr rawCall
 
-	// held is a command held back by holdNext: the next Read sends it
-	// before it waits (readHeld is that Read's RawConn callback), the
-	// next Write before its own bytes. heldBuf is its storage, kept;
-	// heldErrno is the held write's failure.
-	held, heldBuf []byte
-	holdNext      bool
-	heldErrno     syscall.Errno
-	readHeld      func(fd uintptr) bool
+	// held is the write of a command held back by holdNext (buf is what
+	// is left of it, errno its failure): the next Read sends it before it
+	// waits (readHeld is that Read's RawConn callback), the next Write
+	// before its own bytes. heldBuf is its storage, kept.
+	held     rawCall
+	heldBuf  []byte
+	holdNext bool
+	readHeld func(fd uintptr) bool
 }
 
 // maxHeld is the largest command a socket holds back for its next read;
@@ -111,13 +111,13 @@ func (s *socket) Read(p []byte) (int, error) {
 	}
 	s.rd.buf = p
 	fn := s.rd.fn
-	if len(s.held) > 0 {
+	if len(s.held.buf) > 0 {
 		fn = s.readHeld
 	}
 	err := s.rc.Read(fn)
 	n, errno := s.rd.n, s.rd.errno
 	s.rd.buf = nil
-	if len(s.held) > 0 || s.heldErrno != 0 {
+	if len(s.held.buf) > 0 || s.held.errno != 0 {
 		// The held command is not (all) sent: nothing was read.
 		return s.heldFailed(p, err)
 	}
@@ -137,21 +137,15 @@ func (s *socket) Read(p []byte) (int, error) {
 // answer; the next ones read. A command the socket cannot take whole
 // (EAGAIN) or a failed write ends the call, for heldFailed.
 func (s *socket) sendHeldThenRead(fd uintptr) bool {
-	if len(s.held) == 0 {
+	h := &s.held
+	if len(h.buf) == 0 {
 		return s.rd.fn(fd)
 	}
-	for len(s.held) > 0 {
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&s.held[0])), uintptr(len(s.held)))
-		switch e {
-		case 0:
-			s.held = s.held[n:]
-		case syscall.EINTR:
-		case syscall.EAGAIN:
-			return true
-		default:
-			s.heldErrno = e
+	for len(h.buf) > 0 {
+		if !h.call(syscall.SYS_WRITE, fd) || h.errno != 0 {
 			return true
 		}
+		h.buf = h.buf[h.n:]
 	}
 	return false
 }
@@ -161,21 +155,18 @@ func (s *socket) sendHeldThenRead(fd uintptr) bool {
 // whole is finished with Write (which waits for room) and the Read is
 // made again.
 func (s *socket) heldFailed(p []byte, err error) (int, error) {
-	errno := s.heldErrno
-	s.heldErrno = 0
+	rest, errno := s.held.buf, s.held.errno
+	s.held.buf, s.held.errno = nil, 0
 	switch {
 	case errno != 0:
 		err = s.opError("write", os.NewSyscallError("write", errno))
 	case err != nil:
 		err = s.opError("write", err)
 	default:
-		held := s.held
-		s.held = nil
-		if _, err = s.write(held); err == nil {
+		if _, err = s.write(rest); err == nil {
 			return s.Read(p)
 		}
 	}
-	s.held = nil
 	return 0, &SendError{err}
 }
 
@@ -210,15 +201,15 @@ func (c *rawCall) call(trap, fd uintptr) bool {
 func (s *socket) Write(p []byte) (int, error) {
 	if s.holdNext {
 		s.holdNext = false
-		if len(s.held) == 0 && len(p) <= maxHeld {
+		if len(s.held.buf) == 0 && len(p) <= maxHeld {
 			s.heldBuf = append(s.heldBuf[:0], p...)
-			s.held = s.heldBuf
+			s.held.buf = s.heldBuf
 			return len(p), nil
 		}
 	}
-	if len(s.held) > 0 {
-		held := s.held
-		s.held = nil
+	if len(s.held.buf) > 0 {
+		held := s.held.buf
+		s.held.buf = nil
 		if _, err := s.write(held); err != nil {
 			return 0, err
 		}
