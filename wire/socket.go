@@ -27,10 +27,13 @@ import (
 // block: the descriptor is non-blocking, and EAGAIN goes back to the
 // poller.
 //
-// A write timeout. With writeTimeout set, every write gets a deadline
-// that far ahead, so a write that cannot finish within it fails (a peer
-// that stops reading). Set at every write, it survives whoever clears the
-// socket's deadlines meanwhile (the end of a handshake's timeout).
+// A write timeout. With writeTimeout set, a write that cannot finish
+// within it fails (a peer that stops reading). On a raw socket the
+// deadline is armed only when a write would wait (EAGAIN: the peer's
+// receive buffer is full) and cleared when it is done, so the writes that
+// do not wait, nearly all of them, cost no timer; armed when needed, it
+// survives whoever clears the socket's deadlines meanwhile (the end of a
+// handshake's timeout). Other sockets get the deadline at every write.
 //
 // A held write (Conn.SendCommand). A command is written by the read that
 // waits for its answer, inside the poller's read call: the poller clears
@@ -76,12 +79,15 @@ func (e *SendError) Error() string { return "sending the command: " + e.Err.Erro
 func (e *SendError) Unwrap() error { return e.Err }
 
 // rawCall is one direction's raw system call: its buffer, its result and
-// the RawConn callback that makes it.
+// the RawConn callbacks that make it (tryFn, for writes, reports EAGAIN
+// in again instead of waiting).
 type rawCall struct {
 	buf   []byte
 	n     int
 	errno syscall.Errno
+	again bool
 	fn    func(fd uintptr) bool
+	tryFn func(fd uintptr) bool
 }
 
 // newSocket wraps nc; a *net.TCPConn gets raw system calls.
@@ -92,6 +98,7 @@ func newSocket(nc net.Conn) *socket {
 			s.rc = rc
 			s.rd.fn = s.rd.read
 			s.wr.fn = s.wr.write
+			s.wr.tryFn = s.wr.tryWrite
 			s.readHeld = s.sendHeldThenRead
 		}
 	}
@@ -177,6 +184,15 @@ func (c *rawCall) read(fd uintptr) bool { return c.call(syscall.SYS_READ, fd) }
 // until the socket is writable.
 func (c *rawCall) write(fd uintptr) bool { return c.call(syscall.SYS_WRITE, fd) }
 
+// tryWrite is the RawConn callback of a write that must not wait: EAGAIN
+// sets again and ends the call.
+func (c *rawCall) tryWrite(fd uintptr) bool {
+	if !c.call(syscall.SYS_WRITE, fd) {
+		c.again = true
+	}
+	return true
+}
+
 // call makes the system call trap on fd with c's buffer. It reports false
 // for EAGAIN (wait for the poller), else true with the result in c.
 func (c *rawCall) call(trap, fd uintptr) bool {
@@ -219,30 +235,53 @@ func (s *socket) Write(p []byte) (int, error) {
 
 // write writes all of p, within writeTimeout when it is set.
 func (s *socket) write(p []byte) (int, error) {
-	if s.writeTimeout > 0 {
-		if err := s.Conn.SetWriteDeadline(time.Now().Add(s.writeTimeout)); err != nil {
-			return 0, err
-		}
-	}
 	if s.rc == nil {
+		if s.writeTimeout > 0 {
+			if err := s.Conn.SetWriteDeadline(time.Now().Add(s.writeTimeout)); err != nil {
+				return 0, err
+			}
+		}
 		return s.Conn.Write(p)
+	}
+	fn := s.wr.fn
+	armed := false
+	if s.writeTimeout > 0 {
+		fn = s.wr.tryFn // no wait before the deadline is armed
 	}
 	written := 0
 	for written < len(p) {
 		s.wr.buf = p[written:]
-		s.wr.n, s.wr.errno = 0, 0 // a write that times out never calls back
-		err := s.rc.Write(s.wr.fn)
-		n, errno := s.wr.n, s.wr.errno
+		s.wr.n, s.wr.errno, s.wr.again = 0, 0, false // a write that times out never calls back
+		err := s.rc.Write(fn)
+		n, errno, again := s.wr.n, s.wr.errno, s.wr.again
 		s.wr.buf = nil
 		written += n
 		switch {
 		case err != nil:
-			return written, s.opError("write", err)
+			return written, s.disarm(armed, s.opError("write", err))
 		case errno != 0:
-			return written, s.opError("write", os.NewSyscallError("write", errno))
+			return written, s.disarm(armed, s.opError("write", os.NewSyscallError("write", errno)))
+		case again:
+			// The socket is full: from here on the write may wait, so
+			// within the timeout.
+			if err := s.Conn.SetWriteDeadline(time.Now().Add(s.writeTimeout)); err != nil {
+				return written, err
+			}
+			armed, fn = true, s.wr.fn
 		}
 	}
-	return written, nil
+	return written, s.disarm(armed, nil)
+}
+
+// disarm clears the write deadline that write armed, so that it cannot
+// fail a later write that does not wait; it returns err.
+func (s *socket) disarm(armed bool, err error) error {
+	if armed {
+		if derr := s.Conn.SetWriteDeadline(time.Time{}); err == nil {
+			err = derr
+		}
+	}
+	return err
 }
 
 // opError wraps err as the net package does, so that callers' checks

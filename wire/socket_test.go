@@ -81,6 +81,44 @@ func TestSocketWriteTimeout(t *testing.T) {
 	}
 }
 
+// deadlineLog is a TCP connection that logs the write deadlines set on it.
+type deadlineLog struct {
+	*net.TCPConn
+	set []time.Time
+}
+
+func (d *deadlineLog) SetWriteDeadline(t time.Time) error {
+	d.set = append(d.set, t)
+	return d.TCPConn.SetWriteDeadline(t)
+}
+
+// A write timeout costs no deadline for writes that do not wait; a write
+// that waits gets one for that wait, cleared afterwards so that it cannot
+// fail a later write.
+func TestSocketWriteTimeoutArmedOnlyToWait(t *testing.T) {
+	a, b := tcpPair(t)
+	s := newSocket(a)
+	log := &deadlineLog{TCPConn: a.(*net.TCPConn)}
+	s.Conn = log // the raw calls stay on a's descriptor
+	s.writeTimeout = time.Minute
+	go io.Copy(io.Discard, b)
+	for range 100 {
+		if _, err := s.Write([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(log.set) != 0 {
+		t.Fatalf("%d write deadlines set for 100 writes that did not wait, want 0", len(log.set))
+	}
+	big := make([]byte, 16<<20) // more than both socket buffers: it waits
+	if _, err := s.Write(big); err != nil {
+		t.Fatal(err)
+	}
+	if len(log.set) != 2 || log.set[0].IsZero() || !log.set[1].IsZero() {
+		t.Fatalf("write deadlines around a write that waited: %v, want one armed, then cleared", log.set)
+	}
+}
+
 // A read and a write through the raw socket allocate nothing.
 func TestSocketAllocs(t *testing.T) {
 	a, b := tcpPair(t)
