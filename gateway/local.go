@@ -88,7 +88,7 @@ type SessionInfo struct {
 func (s *Server) Sessions() []SessionInfo {
 	var out []SessionInfo
 	s.forEachSession(func(ss *Session) {
-		info := SessionInfo{ID: ss.id, Client: ss.nc.RemoteAddr().String(), Busy: ss.busy.Load(), InTxn: ss.inTxn.Load()}
+		info := SessionInfo{ID: ss.id, Client: ss.nc.RemoteAddr().String(), Busy: ss.wait.Busy(), InTxn: ss.inTxn.Load()}
 		if u := ss.owner.Load(); u != nil {
 			info.User = *u
 		}

@@ -111,9 +111,6 @@ type clientSide struct {
 	status uint16
 	// lastOK tells whether the last statement relayed succeeded.
 	lastOK bool
-	// watch checks that the client is still there while a statement runs
-	// long (see checkClient).
-	watch *time.Timer
 	// failNoted is set once authFailed has counted a failed login of
 	// this connection.
 	failNoted bool
@@ -123,7 +120,13 @@ type clientSide struct {
 // shutdown, KILL from other sessions, the status page. Every field is
 // safe for concurrent use (counted is guarded by Server.mu).
 type sessionView struct {
-	busy atomic.Bool
+	// wait is the command loop's wait for the next command: shutdown
+	// interrupts it, Sweep expires it at the session's idle limit.
+	wait mysqlserver.Wait
+	// watchFrom is when a client watch may begin for the statement being
+	// relayed (Unix nanoseconds; 0: no statement): Sweep checks from
+	// then on that its client is still connected (see checkClient).
+	watchFrom atomic.Int64
 	// pinView publishes the sticky pins and their backend.
 	pinView atomic.Pointer[pinView]
 	// inTxn mirrors pinTxn for other goroutines (shutdown lets a session
@@ -272,7 +275,6 @@ func (s *Server) NewConn(nc net.Conn, id uint32) mysqlserver.Conn {
 	// Writes to the client carry a deadline, so a client that stops
 	// reading its results is cut instead of holding a backend connection.
 	ss.client.SetWriteTimeout(*s.cfg.WriteTimeout)
-	ss.busy.Store(true)
 	return ss
 }
 
@@ -349,8 +351,22 @@ func (ss *Session) context() context.Context {
 // after its statement, and a session in a transaction when the
 // transaction ends.
 func (ss *Session) InterruptIfIdle() {
-	if (!ss.busy.Load() && !ss.inTxn.Load()) || ss.streaming.Load() {
+	switch {
+	case ss.streaming.Load():
 		mysqlserver.InterruptIdle(ss.nc)
+	case !ss.inTxn.Load():
+		ss.wait.Interrupt(ss.nc)
+	}
+}
+
+// Sweep implements mysqlserver.Sweeper: it closes the session once it has
+// been idle past its limit (wait_timeout, interactive_timeout,
+// idle_transaction_timeout), and checks that the client of a statement
+// that runs long is still connected.
+func (ss *Session) Sweep(now time.Time) {
+	ss.wait.Expire(now, ss.nc)
+	if from := ss.watchFrom.Load(); from != 0 && now.UnixNano() >= from {
+		ss.checkClient(from)
 	}
 }
 
@@ -373,7 +389,7 @@ func (ss *Session) loop() error {
 	l := mysqlserver.Loop{
 		Socket:     ss.nc,
 		Conn:       ss.client,
-		Busy:       &ss.busy,
+		Wait:       &ss.wait,
 		KeepBuffer: keepReadBuffer,
 		Stop:       func() bool { return ss.srv.closing() && ss.pins&pinTxn == 0 },
 		Idle: func() (time.Duration, error) {
@@ -674,9 +690,9 @@ func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind)
 	}
 	ss.relay.BeforeEnd = ss.endHook(kind)
 	ss.beginInFlight(conn)
-	ss.watchClient()
+	ss.watchFrom.Store(start.Add(clientWatchAfter).UnixNano())
 	res, err := ss.relay.Run(ss.client, conn.Conn, kind)
-	ss.watch.Stop()
+	ss.watchFrom.Store(0)
 	ss.endInFlight()
 	if se := (*wire.SendError)(nil); err != nil && res.Packets == 0 && errors.As(err, &se) {
 		return ss.sendFailed(conn, se.Err)
@@ -688,38 +704,20 @@ func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind)
 }
 
 // clientWatchAfter is how long a statement runs before the gateway starts
-// checking, every clientWatchEvery, that its client is still connected.
-const (
-	clientWatchAfter = time.Second
-	clientWatchEvery = 250 * time.Millisecond
-)
+// checking, at every sweep (mysqlserver.SweepEvery), that its client is
+// still connected.
+const clientWatchAfter = time.Second
 
-// watchClient arms the session's client watch for the statement that is
-// about to run (one timer per session, reset per statement: no
-// allocation).
-func (ss *Session) watchClient() {
-	if ss.watch == nil {
-		// Made stopped, so that the field is set before the timer can
-		// ever fire (checkClient reads it).
-		ss.watch = time.AfterFunc(time.Hour, ss.checkClient)
-		ss.watch.Stop()
-	}
-	ss.watch.Reset(clientWatchAfter)
-}
-
-// checkClient runs on the watch timer's goroutine while a statement runs
-// long: a client that closed its connection meanwhile gets its statement
-// stopped (KILL QUERY on the backend, as MariaDB ends the statement of a
-// client that went away) instead of leaving it running, holding locks and
-// the pooled connection, for nobody. Bytes the client sent (its next
-// command) do not count as gone.
-func (ss *Session) checkClient() {
+// checkClient runs on the server's sweep while a statement runs long
+// (from is the statement's watchFrom): a client that closed its
+// connection meanwhile gets its statement stopped (KILL QUERY on the
+// backend, as MariaDB ends the statement of a client that went away)
+// instead of leaving it running, holding locks and the pooled connection,
+// for nobody. Bytes the client sent (its next command) do not count as
+// gone.
+func (ss *Session) checkClient(from int64) {
 	bc := ss.inFlight.Load()
-	if bc == nil {
-		return
-	}
-	if !ss.client.PeerGone() {
-		ss.watch.Reset(clientWatchEvery)
+	if bc == nil || !ss.client.PeerGone() || !ss.watchFrom.CompareAndSwap(from, 0) {
 		return
 	}
 	ss.log.Info("client went away during a statement; stopping the statement", "backend", bc.addr)

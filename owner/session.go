@@ -7,7 +7,6 @@ import (
 	"net"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -59,7 +58,9 @@ type session struct {
 	buf     []byte
 	// stmtID numbers the statements COM_STMT_PREPARE described.
 	stmtID uint32
-	busy   atomic.Bool
+	// wait is the command loop's wait for the next command (shutdown
+	// interrupts it).
+	wait mysqlserver.Wait
 	// errSent is set by writeErr: the statement being answered ended in
 	// an error packet (metrics).
 	errSent bool
@@ -74,7 +75,6 @@ func (o *Owner) NewConn(nc net.Conn, id uint32) mysqlserver.Conn {
 	}
 	ss.c.MaxPacket = maxPacket
 	ss.rw = wire.ResultWriter{Conn: ss.c, Status: wire.StatusAutocommit}
-	ss.busy.Store(true)
 	return ss
 }
 
@@ -95,9 +95,7 @@ func (ss *session) Serve() {
 // InterruptIfIdle implements mysqlserver.Conn: it ends the session's wait
 // for its next command (Shutdown).
 func (ss *session) InterruptIfIdle() {
-	if !ss.busy.Load() {
-		mysqlserver.InterruptIdle(ss.nc)
-	}
+	ss.wait.Interrupt(ss.nc)
 }
 
 // ForceClose implements mysqlserver.Conn: it cuts the connection and the
@@ -191,7 +189,7 @@ func (ss *session) writeErr(e *wire.SQLError) error {
 // loop answers commands until the client quits, fails or a stream ends.
 func (ss *session) loop() error {
 	l := mysqlserver.Loop{
-		Socket: ss.nc, Conn: ss.c, Busy: &ss.busy, KeepBuffer: keepBuffer,
+		Socket: ss.nc, Conn: ss.c, Wait: &ss.wait, KeepBuffer: keepBuffer,
 		Stop: ss.o.front.Closing,
 		Idle: func() (time.Duration, error) {
 			ss.rw.ShrinkBuffer(keepBuffer)

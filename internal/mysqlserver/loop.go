@@ -3,7 +3,7 @@ package mysqlserver
 import (
 	"errors"
 	"net"
-	"sync/atomic"
+	"os"
 	"time"
 
 	"github.com/directgate/directgate/wire"
@@ -12,20 +12,21 @@ import (
 // Loop reads a connection's commands and hands them to Dispatch one at a
 // time. Fill it in once per connection and call Run after the handshake.
 type Loop struct {
-	// Socket is the client's socket (for read deadlines); Conn reads and
-	// writes its packets.
+	// Socket is the client's socket; Conn reads and writes its packets.
 	Socket net.Conn
 	Conn   *wire.Conn
-	// Busy is false while the loop waits for a command: a shutdown
-	// interrupts only such a wait (see InterruptIfIdle).
-	Busy *atomic.Bool
+	// Wait is the loop's wait for a command: a shutdown interrupts only
+	// such a wait (see InterruptIfIdle), and the connection's Sweep
+	// expires it at its idle limit (Wait.Expire).
+	Wait *Wait
 	// KeepBuffer is the largest read buffer kept between commands.
 	KeepBuffer int
 	// Stop reports, before each wait, that the loop should end (the server
 	// is closing and the connection has nothing open).
 	Stop func() bool
 	// Idle, when set, runs before each wait for a command. It returns how
-	// long the client may stay silent (0: no limit); an error ends the
+	// long the client may stay silent (0: no limit), which the
+	// connection's Sweep enforces with Wait.Expire; an error ends the
 	// loop.
 	Idle func() (time.Duration, error)
 	// Dispatch answers one command: p is its packet, never empty. An error
@@ -48,25 +49,30 @@ func (l *Loop) Run() error {
 		}
 		l.Conn.ResetSeq()
 		l.Conn.ShrinkBuffer(l.KeepBuffer)
-		var idle time.Duration
+		var deadline time.Time
 		if l.Idle != nil {
-			var err error
-			if idle, err = l.Idle(); err != nil {
+			idle, err := l.Idle()
+			if err != nil {
 				return err
 			}
+			if idle > 0 {
+				deadline = time.Now().Add(idle)
+			}
 		}
-		if idle > 0 {
-			// Before Busy goes false, so a shutdown's interrupt wins.
-			_ = l.Socket.SetReadDeadline(time.Now().Add(idle))
-		}
-		l.Busy.Store(false)
+		// Before the Stop check, so a shutdown's interrupt wins.
+		l.Wait.begin(deadline)
 		if l.Stop() {
+			l.Wait.end()
 			return nil
 		}
 		p, err := l.Conn.ReadPacket()
-		l.Busy.Store(true)
-		if idle > 0 && err == nil {
-			_ = l.Socket.SetReadDeadline(time.Time{})
+		if !l.Wait.end() {
+			// Expired or interrupted: the socket's reads fail from now
+			// on, also when the command arrived just before.
+			if err == nil {
+				err = os.ErrDeadlineExceeded
+			}
+			return err
 		}
 		switch {
 		case errors.Is(err, wire.ErrPacketTooLarge):
@@ -87,8 +93,8 @@ func (l *Loop) Run() error {
 	}
 }
 
-// InterruptIdle ends a wait for the next command by setting the socket's
-// read deadline to now: the read fails with os.ErrDeadlineExceeded and the
-// loop's caller ends the connection. The caller decides whether the loop
-// is waiting (Busy false).
+// InterruptIdle makes the reads of socket fail at once by setting its read
+// deadline to now: a wait for the next command, or a read that is part of
+// a command (a STREAM's), fails with os.ErrDeadlineExceeded and the
+// connection ends. Wait.Interrupt uses it for a loop that is waiting.
 func InterruptIdle(socket net.Conn) { _ = socket.SetReadDeadline(time.Now()) }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -51,6 +52,11 @@ type Server struct {
 
 	mu    sync.Mutex
 	conns map[uint32]Conn
+
+	// sweeping is the sweep goroutine (Serve starts it, Shutdown ends
+	// it); sweepList is its reused list of connections.
+	sweeping  sync.WaitGroup
+	sweepList []Conn
 }
 
 // New returns a server that hands its connections to h. It opens nothing.
@@ -86,7 +92,35 @@ func (s *Server) Serve() error {
 	if s.ln == nil {
 		return errors.New("mysqlserver: Serve before Listen")
 	}
+	s.sweeping.Go(s.sweep)
 	return acceptLoop(s.ln, s.log, s.closing.Load, s.start)
+}
+
+// sweep calls the Sweep of every connection that has one, every
+// SweepEvery, until Shutdown has waited for all connections.
+func (s *Server) sweep() {
+	t := time.NewTicker(SweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case now := <-t.C:
+			s.mu.Lock()
+			list := s.sweepList[:0]
+			for _, c := range s.conns {
+				if _, ok := c.(Sweeper); ok {
+					list = append(list, c)
+				}
+			}
+			s.mu.Unlock()
+			for _, c := range list {
+				c.(Sweeper).Sweep(now)
+			}
+			clear(list) // keep no ended connection alive
+			s.sweepList = list
+		}
+	}
 }
 
 // start registers an accepted socket's connection and runs it. A socket
@@ -182,7 +216,10 @@ func (s *Server) Shutdown(ctx context.Context) (cut int, err error) {
 		<-s.done
 		return 0, nil
 	}
-	defer close(s.done)
+	defer func() {
+		close(s.done)
+		s.sweeping.Wait()
+	}()
 	if s.ln != nil {
 		if e := s.ln.Close(); e != nil && !errors.Is(e, net.ErrClosed) {
 			err = e

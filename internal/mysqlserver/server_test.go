@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,7 +20,8 @@ type echoConn struct {
 	srv    *Server
 	nc     net.Conn
 	c      *wire.Conn
-	busy   atomic.Bool
+	wait   Wait
+	idle   time.Duration
 	forced atomic.Bool
 	hold   chan struct{}
 	held   chan struct{}
@@ -27,8 +29,9 @@ type echoConn struct {
 
 func (e *echoConn) Serve() {
 	l := Loop{
-		Socket: e.nc, Conn: e.c, Busy: &e.busy, KeepBuffer: 1 << 10,
+		Socket: e.nc, Conn: e.c, Wait: &e.wait, KeepBuffer: 1 << 10,
 		Stop: e.srv.Closing,
+		Idle: func() (time.Duration, error) { return e.idle, nil },
 		Dispatch: func(p []byte) error {
 			if string(p) == "busy" {
 				close(e.held)
@@ -49,11 +52,9 @@ func (e *echoConn) Serve() {
 	_ = l.Run()
 }
 
-func (e *echoConn) InterruptIfIdle() {
-	if !e.busy.Load() {
-		InterruptIdle(e.nc)
-	}
-}
+func (e *echoConn) InterruptIfIdle() { e.wait.Interrupt(e.nc) }
+
+func (e *echoConn) Sweep(now time.Time) { e.wait.Expire(now, e.nc) }
 
 func (e *echoConn) ForceClose() {
 	e.forced.Store(true)
@@ -64,18 +65,23 @@ func (e *echoConn) ForceClose() {
 type echoHandler struct {
 	srv   *Server
 	conns chan *echoConn
+	idle  time.Duration // each connection's idle limit
 }
 
 func (h *echoHandler) NewConn(nc net.Conn, id uint32) Conn {
-	e := &echoConn{srv: h.srv, nc: nc, c: wire.NewConn(nc, 1<<10, 1<<10), hold: make(chan struct{}), held: make(chan struct{})}
-	e.busy.Store(true)
+	e := &echoConn{srv: h.srv, nc: nc, c: wire.NewConn(nc, 1<<10, 1<<10), idle: h.idle, hold: make(chan struct{}), held: make(chan struct{})}
 	h.conns <- e
 	return e
 }
 
 func startEcho(t *testing.T) (*Server, *echoHandler) {
+	return startEchoIdle(t, 0)
+}
+
+// startEchoIdle is startEcho with an idle limit for every connection.
+func startEchoIdle(t *testing.T, idle time.Duration) (*Server, *echoHandler) {
 	t.Helper()
-	h := &echoHandler{conns: make(chan *echoConn, 8)}
+	h := &echoHandler{conns: make(chan *echoConn, 8), idle: idle}
 	h.srv = New(h, nil)
 	if err := h.srv.Listen("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
@@ -169,9 +175,9 @@ func TestLoopRefusesUnreadableCommands(t *testing.T) {
 			defer b.Close()
 			server, client := wire.NewConn(a, 1<<10, 1<<10), wire.NewConn(b, 1<<10, 1<<10)
 			server.MaxPacket = 100
-			var busy atomic.Bool
+			var wait Wait
 			l := Loop{
-				Socket: a, Conn: server, Busy: &busy, KeepBuffer: 1 << 10,
+				Socket: a, Conn: server, Wait: &wait, KeepBuffer: 1 << 10,
 				Stop:     func() bool { return false },
 				Dispatch: func([]byte) error { t.Error("dispatched an unreadable command"); return nil },
 				WriteErr: func(e *wire.SQLError) error {
@@ -207,16 +213,78 @@ func TestLoopStopsBeforeWaiting(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
-	var busy atomic.Bool
-	busy.Store(true)
-	n := 0
+	var wait Wait
+	var busy []bool
 	l := Loop{
-		Socket: a, Conn: wire.NewConn(a, 1<<10, 1<<10), Busy: &busy, KeepBuffer: 1 << 10,
-		Stop:     func() bool { n++; return n > 1 },
+		Socket: a, Conn: wire.NewConn(a, 1<<10, 1<<10), Wait: &wait, KeepBuffer: 1 << 10,
+		Stop:     func() bool { busy = append(busy, wait.Busy()); return len(busy) > 1 },
 		Dispatch: func([]byte) error { return nil },
 		WriteErr: func(*wire.SQLError) error { return nil },
 	}
-	if err := l.Run(); err != nil || busy.Load() {
-		t.Fatalf("Run = %v (busy %v), want nil and not busy: Stop checked again after Busy went false", err, busy.Load())
+	if err := l.Run(); err != nil || len(busy) != 2 || !busy[0] || busy[1] || !wait.Busy() {
+		t.Fatalf("Run = %v, busy at each Stop %v, busy after %v; want nil, [true false] (Stop checked again once waiting), true", err, busy, wait.Busy())
+	}
+}
+
+// A connection idle past its limit is closed by the server's sweep; one
+// that keeps sending commands is not.
+func TestSweepClosesIdleConnections(t *testing.T) {
+	const idle = 10 * SweepEvery
+	srv, h := startEchoIdle(t, idle)
+	c, err := net.Dial("tcp", srv.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	<-h.conns
+	wc := wire.NewConn(c, 1<<10, 1<<10)
+	// Busy for several idle limits, never idle for one.
+	for end := time.Now().Add(2 * idle); time.Now().Before(end); time.Sleep(idle / 50) {
+		if _, err := command(t, wc, "ping"); err != nil {
+			t.Fatalf("a connection that is never idle for its limit was closed: %v", err)
+		}
+	}
+	// Now idle: the sweep closes it (the read fails when it does).
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err := wc.ReadPacket(); !errors.Is(err, io.EOF) {
+		t.Fatalf("idle connection: read = %v, want io.EOF (closed by the server)", err)
+	}
+}
+
+// Expire ends only a wait past its deadline; Interrupt ends any wait; a
+// busy connection is left alone by both, and end reports who won.
+func TestWait(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	now := time.Now()
+	var w Wait
+	if !w.Busy() || w.Expire(now, a) || w.Interrupt(a) {
+		t.Fatal("a busy Wait was expired or interrupted")
+	}
+	w.begin(time.Time{})
+	if w.Busy() || w.Expire(now.Add(1000*time.Hour), a) {
+		t.Fatal("a wait without a limit expired")
+	}
+	if !w.end() || !w.Busy() {
+		t.Fatal("end of a wait nobody ended did not report true")
+	}
+	w.begin(now.Add(time.Second))
+	if w.Expire(now, a) {
+		t.Fatal("a wait expired before its deadline")
+	}
+	if !w.Expire(now.Add(time.Second), a) || w.Interrupt(a) {
+		t.Fatal("a wait at its deadline did not expire, or was ended twice")
+	}
+	if w.end() {
+		t.Fatal("end of an expired wait reported true")
+	}
+	if _, err := a.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read after the wait expired: %v, want a deadline error", err)
+	}
+	_ = a.SetReadDeadline(time.Time{})
+	w.begin(time.Time{})
+	if !w.Interrupt(a) || w.end() {
+		t.Fatal("Interrupt did not end a wait")
 	}
 }
