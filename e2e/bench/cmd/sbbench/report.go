@@ -118,8 +118,9 @@ func firstLines(s string, n int) string {
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 // targetSummary condenses the runs of one target in one case: medians
-// over its successful runs, the ratio as the median of per-round
-// target/direct QPS ratios (rounds where both succeeded).
+// over its successful runs, the ratios as medians of per-round
+// target/direct ratios (rounds where both succeeded): of QPS, and of
+// mariadbd's CPU per query.
 type targetSummary struct {
 	Case              string    `json:"case"`
 	Target            string    `json:"target"`
@@ -130,6 +131,7 @@ type targetSummary struct {
 	P95Ms             *float64  `json:"p95_ms"`
 	ProxyUSPerQ       *float64  `json:"proxy_cpu_us_per_query"`
 	MariadbUSPerQ     *float64  `json:"mariadbd_cpu_us_per_query"`
+	MariadbRatio      *float64  `json:"mariadbd_cpu_ratio_to_direct"`
 	ReplicaUSPerQ     *float64  `json:"replica_mariadbd_cpu_us_per_query"`
 	MachineUSPerQ     *float64  `json:"machine_cpu_us_per_query"`
 	Errors            int64     `json:"ignored_errors"`
@@ -146,10 +148,10 @@ type targetSummary struct {
 func summarize(cases []benchCase, runs []runResult) []targetSummary {
 	var out []targetSummary
 	for _, c := range cases {
-		directByRound := map[int]float64{}
+		directByRound := map[int]runResult{}
 		for _, r := range runs {
 			if r.Case == c.Name && r.Target == targetDirect && r.OK {
-				directByRound[r.Round] = r.QPS
+				directByRound[r.Round] = r
 			}
 		}
 		for _, t := range c.Targets {
@@ -159,9 +161,9 @@ func summarize(cases []benchCase, runs []runResult) []targetSummary {
 	return out
 }
 
-func summarizeTarget(c benchCase, tgt string, runs []runResult, directByRound map[int]float64) targetSummary {
+func summarizeTarget(c benchCase, tgt string, runs []runResult, directByRound map[int]runResult) targetSummary {
 	s := targetSummary{Case: c.Name, Target: tgt, ReplicaReads: c.ReplicaReads}
-	byRound := map[int]float64{}
+	byRound := map[int]runResult{}
 	var qps, p95, proxy, db, replica, machine []float64
 	us := func(list []float64, per1k *float64) []float64 {
 		if per1k == nil {
@@ -183,7 +185,7 @@ func summarizeTarget(c benchCase, tgt string, runs []runResult, directByRound ma
 			s.Failures = addFailure(s.Failures, r.Failure)
 			continue
 		}
-		byRound[r.Round] = r.QPS
+		byRound[r.Round] = r
 		qps, p95 = append(qps, r.QPS), append(p95, r.P95Ms)
 		proxy, db = us(proxy, r.ProxyCPUPer1kQ), us(db, r.MariadbCPUPer1kQ)
 		replica, machine = us(replica, r.ReplicaCPUPer1kQ), us(machine, r.MachineCPUPer1kQ)
@@ -196,13 +198,22 @@ func summarizeTarget(c benchCase, tgt string, runs []runResult, directByRound ma
 		rounds = append(rounds, round)
 	}
 	sort.Ints(rounds)
+	var dbRatios []float64
 	for _, round := range rounds {
-		if d, ok := directByRound[round]; ok && d > 0 {
-			s.RoundRatios = append(s.RoundRatios, byRound[round]/d)
+		d, ok := directByRound[round]
+		if !ok {
+			continue
+		}
+		r := byRound[round]
+		if d.QPS > 0 {
+			s.RoundRatios = append(s.RoundRatios, r.QPS/d.QPS)
+		}
+		if r.MariadbCPUPer1kQ != nil && d.MariadbCPUPer1kQ != nil && *d.MariadbCPUPer1kQ > 0 {
+			dbRatios = append(dbRatios, *r.MariadbCPUPer1kQ / *d.MariadbCPUPer1kQ)
 		}
 	}
 	s.QPS, s.Ratio, s.P95Ms = median(qps), median(s.RoundRatios), median(p95)
-	s.ProxyUSPerQ, s.MariadbUSPerQ = median(proxy), median(db)
+	s.ProxyUSPerQ, s.MariadbUSPerQ, s.MariadbRatio = median(proxy), median(db), median(dbRatios)
 	s.ReplicaUSPerQ, s.MachineUSPerQ = median(replica), median(machine)
 	s.Status = status(s)
 	return s
@@ -262,6 +273,7 @@ var columns = []struct {
 	{"p95 ms", "p95 ms", false},
 	{"proxy µs/q", "proxy µs CPU/query", false},
 	{"db µs/q", "mariadbd µs CPU/query", false},
+	{"db ×direct", "mariadbd CPU/query ×direct", false},
 	{"rep µs/q", "replica mariadbd µs CPU/query", false},
 	{"machine µs/q", "machine µs CPU/query", false},
 	{"errors", "ignored errors", false},
@@ -279,6 +291,8 @@ mariadbd; rep = the replica mariadbd (read_only_replicas cases only); machine = 
 (/proc/stat: total - idle - iowait): sysbench, MariaDB, the proxy and anything else running on the machine.
 machine minus direct's machine is what a target costs the machine per query; gateway minus gorelay proxy
 µs/q is what the gateway spends above the floor of a Go relay. errors: sysbench ignored errors, summed.
+db ×direct: median over rounds of the target's db µs/q / direct's in the same round (a target's over haproxy's
+is what it costs MariaDB beyond a relay; read it in the equal-rate case, which runs more rounds).
 gw RSS: gateway VmHWM during the case. Values are medians over the successful runs.
 Every gateway lists the primary and the replica. read_only_replicas cases run direct and the gateway only (a
 relay would forward to the primary and repeat the read_only rows): the gateway uses TWO servers (replica_reads:
@@ -293,7 +307,7 @@ func tableRow(s targetSummary) []string {
 	}
 	return []string{
 		s.Case, s.Target, num(s.QPS, 0), num(s.Ratio, 2), num(s.P95Ms, 2),
-		num(s.ProxyUSPerQ, 1), num(s.MariadbUSPerQ, 1), num(s.ReplicaUSPerQ, 1), num(s.MachineUSPerQ, 1),
+		num(s.ProxyUSPerQ, 1), num(s.MariadbUSPerQ, 1), num(s.MariadbRatio, 2), num(s.ReplicaUSPerQ, 1), num(s.MachineUSPerQ, 1),
 		errs, num(s.GatewayPeakRSSMiB, 1), s.Status,
 	}
 }
@@ -396,7 +410,7 @@ const jsonDescription = "sysbench against several targets, run round-robin in ea
 func (b *bench) totalRuns() int {
 	n := 0
 	for _, c := range b.cases {
-		n += len(c.Targets) * b.s.Rounds
+		n += len(c.Targets) * c.rounds(b.s.Rounds)
 	}
 	return n
 }
@@ -480,8 +494,8 @@ func markdown(d resultsDoc) string {
 	if d.Settings.Quick {
 		mode = "quick (BENCH_QUICK=1)"
 	}
-	fmt.Fprintf(&b, "- mode: %s; %d s per run, %d rounds per case, each round running the targets in this order: %s; took %s\n",
-		mode, d.Settings.Seconds, d.Settings.Rounds, strings.Join(d.Settings.Targets, ", "), fmtDuration(time.Duration(d.DurationS*float64(time.Second))))
+	fmt.Fprintf(&b, "- mode: %s; %d s per run, %d rounds per case (the equal-rate case: %d), each round running the targets in this order: %s; took %s\n",
+		mode, d.Settings.Seconds, d.Settings.Rounds, rateRoundsFactor*d.Settings.Rounds, strings.Join(d.Settings.Targets, ", "), fmtDuration(time.Duration(d.DurationS*float64(time.Second))))
 	fmt.Fprintf(&b, "- data: %d tables x %d rows (prepared in %.1f s)\n", d.Settings.Tables, d.Settings.TableSize, d.PrepareS)
 	for _, k := range []string{"git_commit", "gateway", "haproxy", "mariadbd", "mariadbd_flags", "topology", "sysbench", "go", "cpus", "cpu_model", "kernel"} {
 		if v := d.Env[k]; v != "" {

@@ -190,8 +190,11 @@ func TestSettingsAndCases(t *testing.T) {
 	if c := cases[8]; c.Workload != "oltp_read_only" || c.PSMode != "auto" || c.Threads != 8 || c.PoolSize != mainPoolSize {
 		t.Fatalf("replica case: %+v", c)
 	}
-	if c := cases[14]; c.Rate != defaultRate || c.Workload != "oltp_point_select" || c.PSMode != "disable" {
+	if c := cases[14]; c.Rate != defaultRate || c.Workload != "oltp_point_select" || c.PSMode != "disable" || c.rounds(2) != 2*rateRoundsFactor {
 		t.Fatalf("equal-rate case: %+v", c)
+	}
+	if c := cases[0]; c.rounds(2) != 2 {
+		t.Fatalf("%s: %d rounds of 2, want 2", c.Name, c.rounds(2))
 	}
 	if s2, err := parseSettings([]string{"-rate", "0"}, env(nil)); err != nil {
 		t.Fatal(err)
@@ -422,7 +425,7 @@ func TestSummarize(t *testing.T) {
 	rss := int64(30 << 20)
 	runs := []runResult{
 		{Case: c.Name, Target: "direct", Round: 1, OK: true, QPS: 1000, P95Ms: 1, MariadbCPUPer1kQ: f(0.02), MachineCPUPer1kQ: f(0.05)},
-		{Case: c.Name, Target: "haproxy", Round: 1, OK: true, QPS: 950, P95Ms: 1.1, ProxyCPUPer1kQ: f(0.004), MachineCPUPer1kQ: f(0.06)},
+		{Case: c.Name, Target: "haproxy", Round: 1, OK: true, QPS: 950, P95Ms: 1.1, ProxyCPUPer1kQ: f(0.004), MariadbCPUPer1kQ: f(0.022), MachineCPUPer1kQ: f(0.06)},
 		{Case: c.Name, Target: "gorelay", Round: 1, OK: true, QPS: 900, P95Ms: 1.2, ProxyCPUPer1kQ: f(0.006)},
 		{Case: c.Name, Target: "gateway", Round: 1, OK: true, QPS: 800, P95Ms: 2, ProxyCPUPer1kQ: f(0.01), GatewayPeakRSS: &rss},
 		{Case: c.Name, Target: "proxysql", Round: 1, OK: true, QPS: 700, P95Ms: 2.5},
@@ -494,9 +497,10 @@ func TestSummarize(t *testing.T) {
 	wantAll(t, "table", out.String(), "×direct", "machine µs/q", "0.65", "FAILED: 1/1 runs", "FATAL: boom", "FATAL: no", "point_select ps=auto t=8, gateway:", "gorelay = a minimal Go TCP relay")
 	md := markdown(resultsDoc{Summary: sums, Runs: runs, Env: map[string]string{}, Settings: settings{Targets: c.Targets}})
 	wantAll(t, "markdown", md,
-		"| point_select ps=auto t=8 | direct | 1500 | 1.00 | 2.00 | - | 20.0 | - | 60.0 | 2 | - | FAILED: 1/3 runs |",
-		"| point_select ps=auto t=8 | gateway | 900 | 0.65 | 3.00 | 10.0 | - | - | - | 0 | 30.0 | FAILED: 1/3 runs |",
-		"| 2 | point_select ps=auto t=8 | haproxy | 1 | 950 | 1.10 | 0 | 4.0 | - | - | 60.0 | - |",
+		"| point_select ps=auto t=8 | direct | 1500 | 1.00 | 2.00 | - | 20.0 | 1.00 | - | 60.0 | 2 | - | FAILED: 1/3 runs |",
+		"| point_select ps=auto t=8 | haproxy | 1800 | 0.93 | 1.10 | 5.0 | 22.0 | 1.10 | - | 60.0 | 0 | - | ok |",
+		"| point_select ps=auto t=8 | gateway | 900 | 0.65 | 3.00 | 10.0 | - | - | - | - | 0 | 30.0 | FAILED: 1/3 runs |",
+		"| 2 | point_select ps=auto t=8 | haproxy | 1 | 950 | 1.10 | 0 | 4.0 | 22.0 | - | 60.0 | - |",
 		"targets in this order: direct, haproxy, gorelay, gateway, proxysql",
 	)
 	if strings.Contains(md, "two servers") {
