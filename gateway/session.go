@@ -387,7 +387,6 @@ func (ss *Session) ForceClose() {
 // loop reads and answers commands until the client quits or fails.
 func (ss *Session) loop() error {
 	l := mysqlserver.Loop{
-		Socket:     ss.nc,
 		Conn:       ss.client,
 		Wait:       &ss.wait,
 		KeepBuffer: keepReadBuffer,

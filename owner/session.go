@@ -189,7 +189,7 @@ func (ss *session) writeErr(e *wire.SQLError) error {
 // loop answers commands until the client quits, fails or a stream ends.
 func (ss *session) loop() error {
 	l := mysqlserver.Loop{
-		Socket: ss.nc, Conn: ss.c, Wait: &ss.wait, KeepBuffer: keepBuffer,
+		Conn: ss.c, Wait: &ss.wait, KeepBuffer: keepBuffer,
 		Stop: ss.o.front.Closing,
 		Idle: func() (time.Duration, error) {
 			ss.rw.ShrinkBuffer(keepBuffer)

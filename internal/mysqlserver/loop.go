@@ -12,9 +12,8 @@ import (
 // Loop reads a connection's commands and hands them to Dispatch one at a
 // time. Fill it in once per connection and call Run after the handshake.
 type Loop struct {
-	// Socket is the client's socket; Conn reads and writes its packets.
-	Socket net.Conn
-	Conn   *wire.Conn
+	// Conn reads and writes the connection's packets.
+	Conn *wire.Conn
 	// Wait is the loop's wait for a command: a shutdown interrupts only
 	// such a wait (see InterruptIfIdle), and the connection's Sweep
 	// expires it at its idle limit (Wait.Expire).

@@ -29,7 +29,7 @@ type echoConn struct {
 
 func (e *echoConn) Serve() {
 	l := Loop{
-		Socket: e.nc, Conn: e.c, Wait: &e.wait, KeepBuffer: 1 << 10,
+		Conn: e.c, Wait: &e.wait, KeepBuffer: 1 << 10,
 		Stop: e.srv.Closing,
 		Idle: func() (time.Duration, error) { return e.idle, nil },
 		Dispatch: func(p []byte) error {
@@ -177,7 +177,7 @@ func TestLoopRefusesUnreadableCommands(t *testing.T) {
 			server.MaxPacket = 100
 			var wait Wait
 			l := Loop{
-				Socket: a, Conn: server, Wait: &wait, KeepBuffer: 1 << 10,
+				Conn: server, Wait: &wait, KeepBuffer: 1 << 10,
 				Stop:     func() bool { return false },
 				Dispatch: func([]byte) error { t.Error("dispatched an unreadable command"); return nil },
 				WriteErr: func(e *wire.SQLError) error {
@@ -216,7 +216,7 @@ func TestLoopStopsBeforeWaiting(t *testing.T) {
 	var wait Wait
 	var busy []bool
 	l := Loop{
-		Socket: a, Conn: wire.NewConn(a, 1<<10, 1<<10), Wait: &wait, KeepBuffer: 1 << 10,
+		Conn: wire.NewConn(a, 1<<10, 1<<10), Wait: &wait, KeepBuffer: 1 << 10,
 		Stop:     func() bool { busy = append(busy, wait.Busy()); return len(busy) > 1 },
 		Dispatch: func([]byte) error { return nil },
 		WriteErr: func(*wire.SQLError) error { return nil },
