@@ -188,30 +188,39 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 	}
 }
 
-func TestFIFOOrder(t *testing.T) {
+// The connection released last is reused first, so a pool larger than its
+// load keeps using the same few.
+func TestLIFOOrder(t *testing.T) {
 	d := &dialer{}
 	p := newPool(t, d, func(c *Config[*fakeConn]) { c.Size = 3 })
 	a, b, c := mustAcquire(t, p), mustAcquire(t, p), mustAcquire(t, p)
 	a.Release()
 	b.Release()
 	c.Release()
-	for _, want := range []*Lease[*fakeConn]{a, b, c} {
+	for _, want := range []*Lease[*fakeConn]{c, b, a} {
 		if got := mustAcquire(t, p); got != want {
 			t.Fatalf("got conn %d, want %d", got.Conn().id, want.Conn().id)
 		}
 	}
-	// Release in another order; reuse follows it.
+	// Release in another order; reuse follows it, last first.
 	c.Release()
 	a.Release()
 	b.Release()
-	for round := 0; round < 3; round++ {
-		for _, want := range []*Lease[*fakeConn]{c, a, b} {
-			got := mustAcquire(t, p)
-			if got != want {
-				t.Fatalf("round %d: got conn %d, want %d", round, got.Conn().id, want.Conn().id)
-			}
-			got.Release()
+	for _, want := range []*Lease[*fakeConn]{b, a, c} {
+		if got := mustAcquire(t, p); got != want {
+			t.Fatalf("got conn %d, want %d", got.Conn().id, want.Conn().id)
 		}
+	}
+	// One user at a time: always the same connection.
+	c.Release()
+	a.Release()
+	b.Release()
+	for range 5 {
+		got := mustAcquire(t, p)
+		if got != b {
+			t.Fatalf("got conn %d, want %d (released last)", got.Conn().id, b.Conn().id)
+		}
+		got.Release()
 	}
 	if n := d.started.Load(); n != 3 {
 		t.Errorf("dials = %d, want 3", n)
@@ -575,6 +584,39 @@ func TestIdleEvictionKeepsMinIdle(t *testing.T) {
 	}
 }
 
+// With more connections open than its load needs, the pool keeps using
+// the same one and the others age out (IdleTimeout), where taking them in
+// turn would keep them all alive.
+func TestUnusedConnectionsAgeOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &dialer{}
+		p := newPool(t, d, func(c *Config[*fakeConn]) {
+			c.Size = 4
+			c.IdleTimeout = time.Second
+		})
+		var ls []*Lease[*fakeConn]
+		for range 4 {
+			ls = append(ls, mustAcquire(t, p))
+		}
+		for _, l := range ls {
+			l.Release()
+		}
+		// One user, a statement every 100 ms, for 3 idle timeouts.
+		for range 30 {
+			l := mustAcquire(t, p)
+			if l != ls[3] {
+				t.Fatalf("got conn %d, want %d (released last)", l.Conn().id, ls[3].Conn().id)
+			}
+			l.Release()
+			time.Sleep(100 * time.Millisecond)
+		}
+		synctest.Wait()
+		if s := p.Stat(); s.Open != 1 || s.Destroyed != 3 {
+			t.Errorf("after 3 s of one user: %+v, want the 3 unused connections closed", s)
+		}
+	})
+}
+
 func TestCloseIdempotent(t *testing.T) {
 	d := &dialer{}
 	p := newPool(t, d, func(c *Config[*fakeConn]) { c.MinIdle = 2 })
@@ -680,9 +722,9 @@ func TestPrepare(t *testing.T) {
 		}
 	})
 	a, b, c := mustAcquire(t, p), mustAcquire(t, p), mustAcquire(t, p)
-	a.Release()
-	b.Release()
 	c.Release()
+	b.Release()
+	a.Release()
 	reject.Store(a.Conn(), nil) // dead: skipped
 	if l := mustAcquire(t, p); l != b {
 		t.Errorf("got conn %d, want b (a rejected)", l.Conn().id)
@@ -691,11 +733,11 @@ func TestPrepare(t *testing.T) {
 	}
 	eventually(t, "a closed", a.Conn().closed.Load)
 	boom := errors.New("boom")
-	reject.Store(c.Conn(), boom)
+	reject.Store(b.Conn(), boom) // b, released last, is next
 	if _, err := p.Acquire(context.Background()); !errors.Is(err, boom) {
 		t.Errorf("err = %v, want boom", err)
 	}
-	eventually(t, "c closed", c.Conn().closed.Load)
+	eventually(t, "b closed", b.Conn().closed.Load)
 	if s := p.Stat(); s.Open != 1 || s.Idle != 1 || s.Destroyed != 2 {
 		t.Errorf("stat %+v", s)
 	}

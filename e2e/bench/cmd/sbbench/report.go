@@ -494,8 +494,12 @@ func markdown(d resultsDoc) string {
 	if d.Settings.Quick {
 		mode = "quick (BENCH_QUICK=1)"
 	}
-	fmt.Fprintf(&b, "- mode: %s; %d s per run, %d rounds per case (the equal-rate case: %d), each round running the targets in this order: %s; took %s\n",
-		mode, d.Settings.Seconds, d.Settings.Rounds, rateRoundsFactor*d.Settings.Rounds, strings.Join(d.Settings.Targets, ", "), fmtDuration(time.Duration(d.DurationS*float64(time.Second))))
+	rounds := fmt.Sprint(d.Settings.Rounds)
+	if !d.Settings.Quick && d.Settings.Rate > 0 {
+		rounds += fmt.Sprintf(" (the equal-rate case: %d)", rateRoundsFactor*d.Settings.Rounds)
+	}
+	fmt.Fprintf(&b, "- mode: %s; %d s per run, %s rounds per case, each round running the targets in this order: %s; took %s\n",
+		mode, d.Settings.Seconds, rounds, strings.Join(d.Settings.Targets, ", "), fmtDuration(time.Duration(d.DurationS*float64(time.Second))))
 	fmt.Fprintf(&b, "- data: %d tables x %d rows (prepared in %.1f s)\n", d.Settings.Tables, d.Settings.TableSize, d.PrepareS)
 	for _, k := range []string{"git_commit", "gateway", "haproxy", "mariadbd", "mariadbd_flags", "topology", "sysbench", "go", "cpus", "cpu_model", "kernel"} {
 		if v := d.Env[k]; v != "" {
