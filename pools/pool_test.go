@@ -194,23 +194,20 @@ func TestLIFOOrder(t *testing.T) {
 	d := &dialer{}
 	p := newPool(t, d, func(c *Config[*fakeConn]) { c.Size = 3 })
 	a, b, c := mustAcquire(t, p), mustAcquire(t, p), mustAcquire(t, p)
-	a.Release()
-	b.Release()
-	c.Release()
-	for _, want := range []*Lease[*fakeConn]{c, b, a} {
-		if got := mustAcquire(t, p); got != want {
-			t.Fatalf("got conn %d, want %d", got.Conn().id, want.Conn().id)
+	// Released in the order given, they come back last first.
+	reuse := func(order ...*Lease[*fakeConn]) {
+		t.Helper()
+		for _, l := range order {
+			l.Release()
+		}
+		for i := len(order) - 1; i >= 0; i-- {
+			if got := mustAcquire(t, p); got != order[i] {
+				t.Fatalf("got conn %d, want %d", got.Conn().id, order[i].Conn().id)
+			}
 		}
 	}
-	// Release in another order; reuse follows it, last first.
-	c.Release()
-	a.Release()
-	b.Release()
-	for _, want := range []*Lease[*fakeConn]{b, a, c} {
-		if got := mustAcquire(t, p); got != want {
-			t.Fatalf("got conn %d, want %d", got.Conn().id, want.Conn().id)
-		}
-	}
+	reuse(a, b, c)
+	reuse(c, a, b)
 	// One user at a time: always the same connection.
 	c.Release()
 	a.Release()
