@@ -1,4 +1,4 @@
-// Package pools holds round-robin pools of connections to one backend.
+// Package pools holds pools of connections to one backend.
 //
 // A Pool is generic over its connection type: it knows nothing about SQL or
 // the MySQL protocol, only that a connection can be dialed and closed. The
@@ -6,12 +6,18 @@
 // it with Acquire; a Lease goes back with Release, or with Destroy when the
 // connection is broken.
 //
-// # Round robin
+// # Reuse order
 //
-// Idle connections are reused first in, first out: a released connection
-// goes to the tail of the idle queue and Acquire takes the head, so every
-// idle connection is used in turn and load spreads over all of them. Callers
-// that find the queue empty wait in arrival order.
+// Idle connections are reused last in, first out: Acquire takes the
+// connection released last. A pool larger than its load keeps using the
+// same few connections, whose server threads and caches stay warm, and the
+// others close after Config.IdleTimeout (never below Config.MinIdle, which
+// is the warm capacity kept for bursts). The pool used to take them first
+// in, first out (round robin), which spread the load over every open
+// connection: 8 clients rotating over 64 connections made MariaDB spend a
+// quarter more CPU per query than over the few they needed. Callers that
+// find no idle connection wait in arrival order, and a connection released
+// while they wait goes to the first of them.
 //
 // # Accounting
 //
@@ -23,11 +29,10 @@
 // connection frees its place at once (its close runs in the background).
 //
 // Earlier versions built on github.com/jackc/puddle/v2 and kept these
-// books next to puddle's. puddle fixes its maximum size at construction,
-// keeps idle resources as a stack (last in, first out: the opposite of
-// round robin) and holds a destroyed resource's slot until its close ends;
-// the pool used none of that and read none of puddle's counters, so it was
-// dropped rather than kept as a second set of books.
+// books next to puddle's. puddle fixes its maximum size at construction
+// and holds a destroyed resource's slot until its close ends; the pool
+// used neither and read none of puddle's counters, so it was dropped
+// rather than kept as a second set of books.
 //
 // # Dialing
 //
