@@ -688,7 +688,8 @@ func (l *Lease[T]) expired() bool {
 func (p *Pool[T]) putIdle(l *Lease[T]) { p.stackIdle(l, -1) }
 
 // stackIdle is putIdle with l put at index at of the stack (-1: on top).
-func (p *Pool[T]) stackIdle(l *Lease[T], at int) {
+// It reports whether l went to the stack.
+func (p *Pool[T]) stackIdle(l *Lease[T], at int) (stacked bool) {
 	p.idleMu.Lock()
 	if p.waiters == 0 {
 		if at < 0 || at > len(p.stack) {
@@ -696,6 +697,7 @@ func (p *Pool[T]) stackIdle(l *Lease[T], at int) {
 		}
 		p.stack = slices.Insert(p.stack, at, l)
 		p.idleMu.Unlock()
+		stacked = true
 	} else {
 		p.idleMu.Unlock()
 		select {
@@ -712,6 +714,7 @@ func (p *Pool[T]) stackIdle(l *Lease[T], at int) {
 	if p.closed.Load() {
 		p.drainIdle()
 	}
+	return stacked
 }
 
 // CloseIdle closes every connection idle now, for when they are likely
@@ -879,7 +882,8 @@ func (p *Pool[T]) dialTimeout() time.Duration    { return time.Duration(p.dialTi
 // lifetime, idle longer than IdleTimeout (while more than MinIdle are
 // open) or over Size: first the ones handed over that no caller took,
 // then the stack from its bottom (idle longest); the others keep their
-// places. Only one connection is out at a time.
+// places, or go to a caller that waits meanwhile. Only one connection is
+// out at a time.
 func (p *Pool[T]) evict() {
 	idle := p.idleTimeout()
 handedOver:
@@ -902,11 +906,9 @@ handedOver:
 		l := p.stack[i]
 		p.stack = slices.Delete(p.stack, i, i+1)
 		p.idleMu.Unlock()
-		if p.evictOne(l, idle) {
-			continue
+		if !p.evictOne(l, idle) && p.stackIdle(l, i) {
+			i++ // kept in its place; else the next one is at i now
 		}
-		p.stackIdle(l, i)
-		i++
 	}
 }
 

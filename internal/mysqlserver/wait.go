@@ -67,10 +67,19 @@ func (w *Wait) end() bool {
 // Interrupt ends a wait in progress by making the read of socket fail (its
 // read deadline set to now). It reports false, and does nothing, when the
 // connection is not waiting.
-func (w *Wait) Interrupt(socket net.Conn) bool {
+func (w *Wait) Interrupt(socket net.Conn) bool { return w.endBy(math.MaxInt64, socket) }
+
+// Expire is Interrupt for a wait whose deadline is at or before now.
+func (w *Wait) Expire(now time.Time, socket net.Conn) bool {
+	return w.endBy(now.UnixNano(), socket)
+}
+
+// endBy is Interrupt for a wait whose deadline is at or before by (Unix
+// nanoseconds).
+func (w *Wait) endBy(by int64, socket net.Conn) bool {
 	for {
 		s := w.state.Load()
-		if s <= 0 {
+		if s <= 0 || s > by {
 			return false
 		}
 		if w.state.CompareAndSwap(s, ended) {
@@ -78,14 +87,4 @@ func (w *Wait) Interrupt(socket net.Conn) bool {
 			return true
 		}
 	}
-}
-
-// Expire is Interrupt for a wait whose deadline is at or before now.
-func (w *Wait) Expire(now time.Time, socket net.Conn) bool {
-	s := w.state.Load()
-	if s <= 0 || s > now.UnixNano() || !w.state.CompareAndSwap(s, ended) {
-		return false
-	}
-	InterruptIdle(socket)
-	return true
 }
