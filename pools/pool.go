@@ -162,8 +162,10 @@ func (c Config[T]) withDefaults() (Config[T], error) {
 	return c, nil
 }
 
-// Pool is a round-robin pool of connections of type T to one backend. It
-// is safe for concurrent use. Build it with New and end it with Close.
+// Pool is a pool of connections of type T to one backend: it reuses the
+// idle connection released last, and serves waiting callers in arrival
+// order. It is safe for concurrent use. Build it with New and end it
+// with Close.
 type Pool[T Conn] struct {
 	name     string
 	dial     func(ctx context.Context) (T, error)
