@@ -35,12 +35,10 @@ type Config struct {
 	// kernel has preempted a thread for the database or the clients on the
 	// same cores: on a 2-core machine shared with sysbench and MariaDB, 4
 	// threads instead of 2 raised the gateway's QPS by 2-20 % (median
-	// 11 %) at 8, 64 and 512 clients at the same CPU per query. Fewer
-	// threads cost less CPU per query at low concurrency and limit
-	// throughput at high concurrency: 1 thread instead of 2 cut the CPU
-	// per point select by 15-25 % at 8 clients and lowered QPS by 15-20 %
-	// at 64 and 512. Set at start, the count no longer follows a change
-	// of the cgroup's quota while the gateway runs.
+	// 11 %) at 8, 64 and 512 clients at the same CPU per query. Fewer threads cost less CPU
+	// per query at low concurrency and limit throughput at high
+	// concurrency: 1 thread instead of 2 cut the CPU per point select by
+	// 15-25 % at 8 clients and lowered QPS by 15-20 % at 64 and 512.
 	GoMaxProcs int `yaml:"gomaxprocs"`
 	// Users may connect to the gateway. At least one.
 	Users []User `yaml:"users"`
