@@ -28,17 +28,14 @@ type Config struct {
 	// Log configures logging.
 	Log Log `yaml:"log"`
 	// GoMaxProcs is how many threads run the gateway's Go code at once
-	// (runtime.GOMAXPROCS), read at start. 0 (the default): two more than
-	// the CPUs the process may use (its affinity and cgroup quota
-	// included), or the GOMAXPROCS environment variable when it is set.
-	// n > 0: n. The two spare threads keep sessions running while the
-	// kernel has preempted a thread for the database or the clients on the
-	// same cores: on a 2-core machine shared with sysbench and MariaDB, 4
-	// threads instead of 2 raised the gateway's QPS by 2-20 % (median
-	// 11 %) at 8, 64 and 512 clients at the same CPU per query. Fewer threads cost less CPU
-	// per query at low concurrency and limit throughput at high
-	// concurrency: 1 thread instead of 2 cut the CPU per point select by
-	// 15-25 % at 8 clients and lowered QPS by 15-20 % at 64 and 512.
+	// (runtime.GOMAXPROCS), read at start. 0 (the default): Go's choice,
+	// every CPU the process may use (its cgroup's quota included), or the
+	// GOMAXPROCS environment variable. n > 0: n. Fewer threads cost less
+	// CPU per query at low concurrency and limit throughput at high
+	// concurrency: on a 2-core machine shared with sysbench and MariaDB,
+	// one thread instead of two cut the CPU per point select by 15-25 %
+	// and raised QPS by up to 10 % at 8 clients, and lowered QPS by
+	// 15-20 % at 64 and 512 clients.
 	GoMaxProcs int `yaml:"gomaxprocs"`
 	// Users may connect to the gateway. At least one.
 	Users []User `yaml:"users"`
@@ -690,7 +687,7 @@ func (c *Config) Validate() error {
 		bad("write_timeout", "must not be negative")
 	}
 	if c.GoMaxProcs < 0 {
-		bad("gomaxprocs", "must be 0 (the CPUs the gateway may use, plus two) or a positive number of threads")
+		bad("gomaxprocs", "must be 0 (Go's default: every CPU) or a positive number of threads")
 	}
 	for i, cl := range c.Clusters {
 		if cl.MaxBackendStatements < 0 {

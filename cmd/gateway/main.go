@@ -131,11 +131,10 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	log := newLogger(cfg.Log, stderr)
 	vtlog.SwapLogger(newSlogBridge(log.Named("vitess")))
-	_, envSet := os.LookupEnv("GOMAXPROCS")
-	if n := goMaxProcs(cfg.GoMaxProcs, runtime.GOMAXPROCS(0), envSet); n != runtime.GOMAXPROCS(0) {
-		runtime.GOMAXPROCS(n)
+	if cfg.GoMaxProcs > 0 {
+		runtime.GOMAXPROCS(cfg.GoMaxProcs)
+		log.Info("Go threads set by gomaxprocs", "gomaxprocs", cfg.GoMaxProcs)
 	}
-	log.Info("Go threads", "gomaxprocs", runtime.GOMAXPROCS(0), "cpus", runtime.NumCPU())
 
 	var fc *fleet.Client
 	var topoDoc []byte
@@ -259,34 +258,4 @@ func newLogger(c config.Log, w io.Writer) hclog.Logger {
 		Output:     w,
 		TimeFormat: time.RFC3339Nano,
 	})
-}
-
-// spareProcs is how many Go processors the gateway runs beyond the CPUs it
-// may use, unless told otherwise (config.Config.GoMaxProcs).
-//
-// Where the gateway shares its cores with the database or its clients, the
-// kernel often preempts one of its threads: a write to a local socket
-// wakes the reader's thread, which the kernel runs at once on the same
-// core. The Go processor that thread holds stands still meanwhile, and
-// the sessions ready to run on it wait. With spare processors another
-// thread runs them. On 2 cores shared with sysbench and MariaDB, 4
-// processors instead of 2 raised the gateway's QPS by 2-20 % (median
-// 11 %) at 8, 64 and 512 clients without raising its CPU per query; 8
-// cost more CPU per query for about the same QPS (README, Benchmarks).
-const spareProcs = 2
-
-// goMaxProcs is the number of Go processors (runtime.GOMAXPROCS) to run
-// with: configured when it is positive; else goChoice, the runtime's own
-// count (the CPUs the process may use, or the GOMAXPROCS environment
-// variable), as is when envSet says the variable is set, plus spareProcs
-// when it is not.
-func goMaxProcs(configured, goChoice int, envSet bool) int {
-	switch {
-	case configured > 0:
-		return configured
-	case envSet:
-		return goChoice
-	default:
-		return goChoice + spareProcs
-	}
 }

@@ -52,21 +52,3 @@ func TestServeRefusesOpenHTTPWithoutToken(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 }
-
-func TestGoMaxProcs(t *testing.T) {
-	for _, c := range []struct {
-		configured, goChoice int
-		envSet               bool
-		want                 int
-	}{
-		{0, 2, false, 4},   // the default: the CPUs plus the spares
-		{0, 16, false, 18}, // the spares do not grow with the machine
-		{0, 3, true, 3},    // GOMAXPROCS=3 in the environment is kept
-		{1, 2, false, 1},   // the configuration wins
-		{6, 3, true, 6},    // over the environment too
-	} {
-		if got := goMaxProcs(c.configured, c.goChoice, c.envSet); got != c.want {
-			t.Errorf("goMaxProcs(%d, %d, %v) = %d, want %d", c.configured, c.goChoice, c.envSet, got, c.want)
-		}
-	}
-}
