@@ -86,13 +86,22 @@ func (s *Server) Addr() net.Addr {
 	return s.ln.Addr()
 }
 
-// Serve accepts connections until Shutdown, and then returns nil. Listen
-// must have succeeded. Each connection runs Serve on its own goroutine.
+// Serve accepts connections until Shutdown, and then returns nil; after
+// Shutdown has begun it returns nil at once. Listen must have succeeded.
+// Each connection runs Serve on its own goroutine.
 func (s *Server) Serve() error {
 	if s.ln == nil {
 		return errors.New("mysqlserver: Serve before Listen")
 	}
+	// Under mu, so a Shutdown that has begun either sees the sweep
+	// started (and waits for it) or keeps it from starting.
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		return nil
+	}
 	s.sweeping.Go(s.sweep)
+	s.mu.Unlock()
 	return acceptLoop(s.ln, s.log, s.closing.Load, s.start)
 }
 

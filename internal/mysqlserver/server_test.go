@@ -112,6 +112,39 @@ func command(t *testing.T, c *wire.Conn, cmd string) ([]byte, error) {
 	return c.ReadPacket()
 }
 
+// A Serve that starts while (or after) Shutdown runs returns nil and
+// leaves no sweep running; under -race this also checks that starting
+// the sweep cannot race with Shutdown's wait for it.
+func TestServeRacingShutdown(t *testing.T) {
+	for range 50 {
+		h := &echoHandler{conns: make(chan *echoConn, 8)}
+		srv := New(h, nil)
+		h.srv = srv
+		if err := srv.Listen("127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve() }()
+		if _, err := srv.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-served; err != nil {
+			t.Fatalf("Serve = %v, want nil", err)
+		}
+	}
+	h := &echoHandler{conns: make(chan *echoConn, 8)}
+	srv := New(h, nil)
+	if err := srv.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Serve(); err != nil {
+		t.Errorf("Serve after Shutdown = %v, want nil", err)
+	}
+}
+
 func TestShutdownClosesIdleAndCutsBusyAfterTheDrain(t *testing.T) {
 	srv, h := startEcho(t)
 	dial := func() *wire.Conn {
