@@ -722,8 +722,18 @@ func (p *Pool[T]) stackIdle(l *Lease[T], at int) (stacked bool) {
 // CloseIdle closes every connection idle now, for when they are likely
 // dead (their server went away); leased connections are not touched. The
 // pool dials again up to MinIdle in the background.
+//
+// It takes every idle connection out before it destroys the first: a
+// destroy below MinIdle starts a dial, and the new connection must not be
+// closed too.
 func (p *Pool[T]) CloseIdle() {
-	p.drainIdle()
+	var now []*Lease[T]
+	for l := p.takeIdle(false); l != nil; l = p.takeIdle(false) {
+		now = append(now, l)
+	}
+	for _, l := range now {
+		p.destroy(l)
+	}
 	p.signalKick()
 }
 
