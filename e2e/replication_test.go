@@ -392,7 +392,9 @@ func TestReplication(t *testing.T) {
 		start := time.Now()
 		_, err := db.Exec("INSERT INTO items (id, src) VALUES (200, @@server_id)")
 		me := sqlErr(t, err, 1290, "HY000")
-		if !strings.Contains(me.Message, "split brain") || time.Since(start) > time.Second {
+		// At once, not after the failover buffer (5 s): 3 s leaves a
+		// loaded test host its margin.
+		if !strings.Contains(me.Message, "split brain") || time.Since(start) > 3*time.Second {
 			t.Fatalf("split-brain refusal after %v: %s", time.Since(start), me.Message)
 		}
 		// Reads go on; /debug/health tells what is wrong.

@@ -82,6 +82,7 @@ func createSchema(srv *mariadbtest.Server) error {
 	}
 	defer root.Close()
 	for _, q := range []string{
+		"DROP DATABASE IF EXISTS " + testDB,
 		"CREATE DATABASE " + testDB,
 		"CREATE TABLE " + testDB + ".seq (id INT PRIMARY KEY, next_id BIGINT, cache BIGINT) COMMENT 'vitess_sequence'",
 		"INSERT INTO " + testDB + ".seq VALUES (0, 1, 1000)",
@@ -101,6 +102,16 @@ func createSchema(srv *mariadbtest.Server) error {
 		}
 	}
 	return nil
+}
+
+// freshSchema creates the test schema again, for a test that counts on
+// the sequences' first values and an empty message table (so that
+// -count=N repeats it).
+func freshSchema(t *testing.T) {
+	t.Helper()
+	if err := createSchema(needServer(t)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func needServer(t *testing.T) *mariadbtest.Server {
@@ -220,6 +231,7 @@ func wantSQLError(t *testing.T, err error, code uint16, state string) *mysql.MyS
 }
 
 func TestOwnerSequences(t *testing.T) {
+	freshSchema(t)
 	o := startOwner(t)
 	db := clientDB(t, o, testDB)
 	root := rootDB(t)
@@ -460,6 +472,7 @@ func ackMessages(t *testing.T, db *sql.DB, ids ...int64) {
 }
 
 func TestOwnerMessages(t *testing.T) {
+	freshSchema(t)
 	o := startOwner(t)
 	db := clientDB(t, o, testDB)
 	root := rootDB(t)
@@ -670,6 +683,7 @@ func TestOwnerPrimaryDown(t *testing.T) {
 	}
 	defer root.Close()
 	for _, q := range []string{
+		"DROP DATABASE IF EXISTS " + testDB,
 		"CREATE DATABASE " + testDB,
 		"CREATE TABLE " + testDB + ".seq (id INT PRIMARY KEY, next_id BIGINT, cache BIGINT) COMMENT 'vitess_sequence'",
 		"INSERT INTO " + testDB + ".seq VALUES (0, 1, 1000)",
