@@ -3,5 +3,13 @@
 // loopback ports), the gateway in process, and real clients
 // (go-sql-driver/mysql and the mariadb command-line client).
 //
+// Tests run one after the other, because most share one MariaDB and check
+// its state (processlist, status counters, memory). A few long ones call
+// t.Parallel and so run together after all the others: each has servers,
+// a gateway and tables of its own, asserts nothing about load or memory,
+// and spends its time waiting (discovery intervals, paced inserts, the
+// gateway's result hold), so overlapping them shortens `make test`. A
+// test that joins them must meet the same three conditions.
+//
 // The local stack for `make run` lives in e2e/local.
 package e2e

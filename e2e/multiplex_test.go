@@ -415,6 +415,9 @@ func onEveryConn(ws []*sql.Conn, stmt string) error {
 // connection of a write only 50 ms; LAST_INSERT_ID() must still be the
 // session's, as on MariaDB, however long the client waits.
 func TestMultiplexLastInsertIDPrepared(t *testing.T) {
+	// Parallel: its own gateway and tables, mostly waiting out holds and
+	// pauses (see the package doc).
+	t.Parallel()
 	srv := startMplxGateway(t, "mplx-lastid", 2, 1<<20)
 	mustExec(t, direct(t), "DROP TABLE IF EXISTS mplx_parent, mplx_child",
 		"CREATE TABLE mplx_parent (id BIGINT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(10)) ENGINE=InnoDB",

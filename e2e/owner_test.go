@@ -520,6 +520,9 @@ func (s *subscriber) kill() {
 // the owner restarted once: every message acked, none lost, a message is
 // delivered again only after the ack wait.
 func TestOwnerMessages(t *testing.T) {
+	// Parallel: its own owner, gateways and database, paced at 1,000
+	// messages a second (see the package doc).
+	t.Parallel()
 	st := startOwnerStack(t, 1)
 	const total = 10_000
 	const ackWait = 2 * time.Second

@@ -202,6 +202,9 @@ func serverID(t *testing.T, db *sql.DB) int {
 // TestReplication runs the replica and failover scenarios in order on one
 // topology: the last ones change which server is primary.
 func TestReplication(t *testing.T) {
+	// Parallel: its own three servers, and mostly waiting on discovery
+	// intervals (see the package doc).
+	t.Parallel()
 	tp := startTopology(t)
 	primaryID, r1ID, r2ID := tp.ids[tp.primary], tp.ids[tp.r1], tp.ids[tp.r2]
 
