@@ -683,7 +683,6 @@ func TestOwnerPrimaryDown(t *testing.T) {
 	}
 	defer root.Close()
 	for _, q := range []string{
-		"DROP DATABASE IF EXISTS " + testDB,
 		"CREATE DATABASE " + testDB,
 		"CREATE TABLE " + testDB + ".seq (id INT PRIMARY KEY, next_id BIGINT, cache BIGINT) COMMENT 'vitess_sequence'",
 		"INSERT INTO " + testDB + ".seq VALUES (0, 1, 1000)",

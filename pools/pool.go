@@ -722,24 +722,22 @@ func (p *Pool[T]) stackIdle(l *Lease[T], at int) (stacked bool) {
 // CloseIdle closes every connection idle now, for when they are likely
 // dead (their server went away); leased connections are not touched. The
 // pool dials again up to MinIdle in the background.
-//
-// It takes every idle connection out before it destroys the first: a
-// destroy below MinIdle starts a dial, and the new connection must not be
-// closed too.
 func (p *Pool[T]) CloseIdle() {
+	p.drainIdle()
+	p.signalKick()
+}
+
+// drainIdle destroys every connection idle now. It takes them all out
+// before it destroys the first: a destroy below MinIdle starts a dial, and
+// the new connection must not be closed too. (A closed pool dials no
+// more, and a connection stacked after the take drains itself: see
+// stackIdle.)
+func (p *Pool[T]) drainIdle() {
 	var now []*Lease[T]
 	for l := p.takeIdle(false); l != nil; l = p.takeIdle(false) {
 		now = append(now, l)
 	}
 	for _, l := range now {
-		p.destroy(l)
-	}
-	p.signalKick()
-}
-
-// drainIdle destroys every idle connection.
-func (p *Pool[T]) drainIdle() {
-	for l := p.takeIdle(false); l != nil; l = p.takeIdle(false) {
 		p.destroy(l)
 	}
 }
