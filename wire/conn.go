@@ -47,19 +47,25 @@ type Conn struct {
 // bytes.
 func NewConn(nc net.Conn, rsize, wsize int) *Conn {
 	s := newSocket(nc)
-	return &Conn{nc: nc, sock: s, br: bufio.NewReaderSize(s, rsize), bw: bufio.NewWriterSize(s, wsize)}
+	return &Conn{nc: s, sock: s, br: bufio.NewReaderSize(s, rsize), bw: bufio.NewWriterSize(s, wsize)}
 }
 
 // SetWriteTimeout makes every write fail that cannot finish within d (a
 // peer that stops reading); 0, the default, never. It holds over TLS too.
 func (c *Conn) SetWriteTimeout(d time.Duration) { c.sock.writeTimeout = d }
 
-// NetConn returns the connection c reads and writes: the socket, or its
-// *tls.Conn after StartTLSServer or StartTLSClient.
+// NetConn returns the connection c reads and writes: the socket (a
+// wrapper of the net.Conn given to NewConn, which its NetConn method
+// returns), or its *tls.Conn after StartTLSServer or StartTLSClient.
 func (c *Conn) NetConn() net.Conn { return c.nc }
 
-// Close closes the network connection.
+// Close closes the connection (over TLS, after a close_notify alert).
 func (c *Conn) Close() error { return c.nc.Close() }
+
+// CloseSocket closes the socket under c, without TLS's close_notify: for
+// another goroutine than the one that reads and writes c (ending a
+// session from outside). An operation of c's loop task in flight ends.
+func (c *Conn) CloseSocket() error { return c.sock.Close() }
 
 // ResetSeq starts a new command: the next packet written or read has
 // sequence id 0.
@@ -242,7 +248,7 @@ func (c *Conn) WriteCommand(payload []byte) error {
 // else written to c before that read sends the command first. Unlike
 // WriteCommand it must not run while another goroutine reads c.
 func (c *Conn) SendCommand(payload []byte) error {
-	if c.sock.rc == nil || c.nc != c.sock.Conn {
+	if c.sock.rc == nil || c.nc != net.Conn(c.sock) {
 		return c.WriteCommand(payload)
 	}
 	c.seq = 0

@@ -44,6 +44,10 @@ import (
 // included, sets the readiness again, so no wake-up is lost; a readiness
 // left over from before only costs that one read after all. That is one
 // system call fewer per statement.
+//
+// A loop task (socket_loop.go). With a task set (Conn.SetTask), reads and
+// writes are operations on the task's io_uring loop instead of system
+// calls, and the task, not the goroutine, waits for them.
 type socket struct {
 	net.Conn
 	rc syscall.RawConn // nil: not a TCP socket; use Conn's Read and Write
@@ -63,6 +67,8 @@ type socket struct {
 	heldBuf  []byte
 	holdNext bool
 	readHeld func(fd uintptr) bool
+
+	loop loopState
 }
 
 // maxHeld is the largest command a socket holds back for its next read;
@@ -88,6 +94,10 @@ type rawCall struct {
 	again bool
 	fn    func(fd uintptr) bool
 	tryFn func(fd uintptr) bool
+	// A loop task's call (socket_loop.go): its error, and the RawConn
+	// callback that makes it.
+	taskErr error
+	taskFn  func(fd uintptr) bool
 }
 
 // newSocket wraps nc; a *net.TCPConn gets raw system calls.
@@ -100,6 +110,8 @@ func newSocket(nc net.Conn) *socket {
 			s.wr.fn = s.wr.write
 			s.wr.tryFn = s.wr.tryWrite
 			s.readHeld = s.sendHeldThenRead
+			s.rd.taskFn = s.taskRead
+			s.wr.taskFn = s.taskWrite
 		}
 	}
 	return s
@@ -115,6 +127,9 @@ func (s *socket) Read(p []byte) (int, error) {
 	}
 	if len(p) == 0 {
 		return 0, nil
+	}
+	if t := s.loop.task.Load(); t != nil {
+		return s.loopRead(t, p)
 	}
 	s.rd.buf = p
 	fn := s.rd.fn
@@ -242,6 +257,9 @@ func (s *socket) write(p []byte) (int, error) {
 			}
 		}
 		return s.Conn.Write(p)
+	}
+	if t := s.loop.task.Load(); t != nil {
+		return s.loopWrite(t, p)
 	}
 	fn := s.wr.fn
 	armed := false

@@ -82,13 +82,19 @@ func TestSocketWriteTimeout(t *testing.T) {
 }
 
 // deadlineLog is a TCP connection that logs the write deadlines set on it.
+// armed, when set, is closed at the first deadline that is not zero.
 type deadlineLog struct {
 	*net.TCPConn
-	set []time.Time
+	set   []time.Time
+	armed chan struct{}
 }
 
 func (d *deadlineLog) SetWriteDeadline(t time.Time) error {
 	d.set = append(d.set, t)
+	if !t.IsZero() && d.armed != nil {
+		close(d.armed)
+		d.armed = nil
+	}
 	return d.TCPConn.SetWriteDeadline(t)
 }
 
@@ -101,7 +107,13 @@ func TestSocketWriteTimeoutArmedOnlyToWait(t *testing.T) {
 	log := &deadlineLog{TCPConn: a.(*net.TCPConn)}
 	s.Conn = log // the raw calls stay on a's descriptor
 	s.writeTimeout = time.Minute
-	go io.Copy(io.Discard, b)
+	armed := make(chan struct{})
+	go func() {
+		// Drain only once the big write waits: a reader that keeps up
+		// from the start can spare it the wait.
+		<-armed
+		_, _ = io.Copy(io.Discard, b)
+	}()
 	for range 100 {
 		if _, err := s.Write([]byte("ping")); err != nil {
 			t.Fatal(err)
@@ -111,6 +123,7 @@ func TestSocketWriteTimeoutArmedOnlyToWait(t *testing.T) {
 		t.Fatalf("%d write deadlines set for 100 writes that did not wait, want 0", len(log.set))
 	}
 	big := make([]byte, 16<<20) // more than both socket buffers: it waits
+	log.armed = armed
 	if _, err := s.Write(big); err != nil {
 		t.Fatal(err)
 	}
