@@ -61,6 +61,11 @@ type Config struct {
 	// HandshakeTimeout bounds the time a client gets from connecting to
 	// being logged in (TLS included). Default 10s.
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
+	// IOLoops is the number of io_uring event loops that run the client
+	// sessions, each on a thread of its own; 0 (the default) runs each
+	// session on a goroutine. Read at start. Where the kernel refuses
+	// io_uring the gateway warns and uses goroutines.
+	IOLoops int `yaml:"io_loops"`
 	// WriteTimeout bounds every write to a client: a client that stops
 	// reading its results is cut after it instead of holding a backend
 	// connection. Default 60s (MariaDB's net_write_timeout); 0 never.
@@ -157,6 +162,10 @@ type User struct {
 
 // DefaultPriority is users[].priority when it is not set.
 const DefaultPriority = 50
+
+// maxIOLoops bounds io_loops: a loop is a thread busy with its sessions,
+// so more loops than cores only add threads.
+const maxIOLoops = 256
 
 // HTTP secures the gateway's HTTP endpoints.
 type HTTP struct {
@@ -685,6 +694,9 @@ func (c *Config) Validate() error {
 	}
 	if *c.WriteTimeout < 0 {
 		bad("write_timeout", "must not be negative")
+	}
+	if c.IOLoops < 0 || c.IOLoops > maxIOLoops {
+		bad("io_loops", "must be 0 (a goroutine per session) to %d", maxIOLoops)
 	}
 	if c.GoMaxProcs < 0 {
 		bad("gomaxprocs", "must be 0 (Go's default: every CPU) or a positive number of threads")

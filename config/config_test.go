@@ -218,3 +218,20 @@ func TestCheckHTTPListen(t *testing.T) {
 		}
 	}
 }
+
+// io_loops: 0 by default (goroutines), a number of loops when set, and
+// refused below 0 or above maxIOLoops with the key named.
+func TestIOLoops(t *testing.T) {
+	c, err := Parse([]byte(minimal))
+	if err != nil || c.IOLoops != 0 {
+		t.Fatalf("default io_loops %d, %v; want 0", c.IOLoops, err)
+	}
+	if c, err := Parse([]byte("io_loops: 2\n" + minimal)); err != nil || c.IOLoops != 2 {
+		t.Fatalf("io_loops: 2 parsed as %v, %v", c, err)
+	}
+	for _, bad := range []string{"-1", "257"} {
+		if _, err := Parse([]byte("io_loops: " + bad + "\n" + minimal)); err == nil || !strings.Contains(err.Error(), "io_loops") {
+			t.Errorf("io_loops: %s: %v, want an error naming io_loops", bad, err)
+		}
+	}
+}

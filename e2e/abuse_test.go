@@ -213,7 +213,11 @@ func TestFailedLoginsAreSlowedDown(t *testing.T) {
 // result and stops reading is cut after write_timeout, and its backend
 // connection goes back to the pool.
 func TestWriteTimeoutCutsStalledReader(t *testing.T) {
-	srv := startTestGateway(t, "wtimeout", opsYAML("write_timeout: 1s", "", "size: 2, min_idle: 0"))
+	forIOLoops(t, "", testWriteTimeoutCutsStalledReader)
+}
+
+func testWriteTimeoutCutsStalledReader(t *testing.T, loops int) {
+	srv := startTestGateway(t, "wtimeout", opsYAML(fmt.Sprintf("write_timeout: 1s\nio_loops: %d", loops), "", "size: 2, min_idle: 0"))
 	addr := srv.Addr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

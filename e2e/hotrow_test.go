@@ -29,7 +29,7 @@ func hotRowGateway(t *testing.T, hotRow string, n int, prepared bool) (*gateway.
 
 // hotRowYAML is the configuration of hotRowGateway.
 func hotRowYAML(hotRow string, n int) string {
-	return killWaitYAML(hotRow, n+4)
+	return killWaitYAML(hotRow, n+4, 0)
 }
 
 // hotRowDSN is the app user's DSN for srv; prepared makes queries with

@@ -25,9 +25,9 @@ func TestKillQueryEndsGatewayWaits(t *testing.T) {
 			"SELECT n FROM hotrow WHERE id = 3", "Waiting for a pooled backend connection at the gateway"},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
+		forIOLoops(t, c.name, func(t *testing.T, loops int) {
 			hotRowTable(t)
-			srv := startTestGateway(t, "killwait", killWaitYAML(c.hotRow, c.pool))
+			srv := startTestGateway(t, "killwait", killWaitYAML(c.hotRow, c.pool, loops))
 			db := open(t, hotRowDSN(srv, false))
 			ctx := context.Background()
 			waiter, err := db.Conn(ctx)
@@ -80,11 +80,12 @@ func TestKillQueryEndsGatewayWaits(t *testing.T) {
 }
 
 // killWaitYAML is the hot-row tests' gateway with pool size pool.
-func killWaitYAML(hotRow string, pool int) string {
+func killWaitYAML(hotRow string, pool, ioLoops int) string {
 	return fmt.Sprintf(`
 listen: 127.0.0.1:0
 http_listen: "off"
 log: {level: %s}
+io_loops: %d
 users:
   - {user: %s, password: %s}
   - {user: %s, password: %s, admin: true}
@@ -95,7 +96,7 @@ clusters:
     backends: [%q]
     pool: {size: %d, min_idle: 0, acquire_timeout: 30s}
     hot_row: %s
-`, logLevel(), appUser, appPass, adminUser, adminPass, backendUser, backendPass, shared.db.Addr(), pool, hotRow)
+`, logLevel(), ioLoops, appUser, appPass, adminUser, adminPass, backendUser, backendPass, shared.db.Addr(), pool, hotRow)
 }
 
 // waitState waits until SHOW PROCESSLIST shows session id in state (the

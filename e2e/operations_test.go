@@ -38,6 +38,18 @@ clusters:
 `, logLevel(), top, appUser, appPass, users, backendUser, backendPass, shared.db.Addr(), pool)
 }
 
+// forIOLoops runs fn as subtests, name/io_loops=0 and name/io_loops=1:
+// with the gateway's sessions on goroutines and on an io_uring loop
+// (which falls back to goroutines where the kernel refuses io_uring).
+func forIOLoops(t *testing.T, name string, fn func(t *testing.T, loops int)) {
+	if name != "" {
+		name += "/"
+	}
+	for _, loops := range []int{0, 1} {
+		t.Run(fmt.Sprintf("%sio_loops=%d", name, loops), func(t *testing.T) { fn(t, loops) })
+	}
+}
+
 func dsnFor(addr, user, pass string) string {
 	c := mysql.NewConfig()
 	c.User, c.Passwd, c.Net, c.Addr, c.DBName = user, pass, "tcp", addr, testDB
@@ -156,8 +168,12 @@ func TestReloadUnderLoad(t *testing.T) {
 // once, a session in a transaction may still commit it, new clients are
 // refused, and the drain is clean.
 func TestDrainWithOpenTransaction(t *testing.T) {
+	forIOLoops(t, "", testDrainWithOpenTransaction)
+}
+
+func testDrainWithOpenTransaction(t *testing.T, loops int) {
 	mustExec(t, direct(t), "DROP TABLE IF EXISTS drain_tx", "CREATE TABLE drain_tx (id INT PRIMARY KEY)")
-	srv := startTestGateway(t, "gateway-drain", opsYAML("drain_timeout: 20s", "", "size: 4"))
+	srv := startTestGateway(t, "gateway-drain", opsYAML(fmt.Sprintf("drain_timeout: 20s\nio_loops: %d", loops), "", "size: 4"))
 	addr := srv.Addr().String()
 	ctx := context.Background()
 	idleDB := open(t, dsnFor(addr, appUser, appPass))

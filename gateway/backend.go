@@ -385,14 +385,17 @@ func (c *cluster) queryPrimary(ss *Session, sql string, fn func(row [][]byte)) e
 	if err != nil {
 		return err
 	}
-	l, err := p.Acquire(ss.statementContext())
-	if err != nil {
-		return err
-	}
-	err = l.Conn().QueryRows(sql, fn)
-	if endLease(l, err) {
-		return backendLost(be.addr, err)
-	}
+	// A connection of its own, with whatever waits that takes.
+	ss.blocking(func() {
+		var l *pools.Lease[*backendConn]
+		if l, err = p.Acquire(ss.statementContext()); err != nil {
+			return
+		}
+		err = l.Conn().QueryRows(sql, fn)
+		if endLease(l, err) {
+			err = backendLost(be.addr, err)
+		}
+	})
 	return err
 }
 

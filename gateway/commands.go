@@ -143,7 +143,9 @@ func (ss *Session) kill(id uint64, query bool) error {
 	}
 	// KILL CONNECTION closes first, so the target's client gets no error
 	// packet from the interrupted statement.
-	if err := target.killStatement(!query); err != nil {
+	var err error
+	ss.blocking(func() { err = target.killStatement(!query) })
+	if err != nil {
 		return ss.writeErr(toClientError(err))
 	}
 	return ss.writeOK(wire.OK{Status: ss.status})

@@ -283,13 +283,15 @@ func (ss *Session) follow(f *flight, sql string, route querypath.Route, r role) 
 		}
 		return false, nil
 	}
+	// Counted before the answer goes out: whoever reads the answer
+	// (a test, a client's next look at the status) sees it counted.
+	co.followed.Add(1)
 	if err := ss.client.WriteRaw(f.packets, f.seq); err != nil {
 		return true, err
 	}
 	if err := ss.client.Flush(); err != nil {
 		return true, err
 	}
-	co.followed.Add(1)
 	// The session is as if the read had run: its status, and what it
 	// left for ROW_COUNT(), FOUND_ROWS() and SHOW WARNINGS (nothing on a
 	// connection: a plain query without warnings, see consolidable).
@@ -310,6 +312,13 @@ func (ss *Session) awaitLeader(f *flight) *wire.SQLError {
 		return nil
 	default:
 	}
+	var e *wire.SQLError
+	ss.blocking(func() { e = ss.waitLeader(f) })
+	return e
+}
+
+// waitLeader is awaitLeader's wait.
+func (ss *Session) waitLeader(f *flight) *wire.SQLError {
 	t := time.NewTicker(waitGoneCheck)
 	defer t.Stop()
 	for {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/directgate/directgate/config"
@@ -161,8 +162,9 @@ func (h *hotRows) statsFor(table string) *hotRowStats {
 // waiting in its queue when it is taken. held says the caller holds the
 // slot and must release it; a refusal is a 1205 error for the client.
 // The wait ends early when ctx ends or gone (checked every
-// waitGoneCheck; may be nil) reports the client gone.
-func (h *hotRows) acquire(ctx context.Context, txn *hotTxn, k hotKey, cfg config.HotRow, gone func() bool) (held bool, refusal *wire.SQLError) {
+// waitGoneCheck; may be nil) reports the client gone. block, when not
+// nil, runs the wait (a session on a loop waits through Session.blocking).
+func (h *hotRows) acquire(ctx context.Context, txn *hotTxn, k hotKey, cfg config.HotRow, gone func() bool, block func(func())) (held bool, refusal *wire.SQLError) {
 	i := k.slot()
 	h.mu.Lock()
 	s := &h.slots[i]
@@ -208,24 +210,14 @@ func (h *hotRows) acquire(ctx context.Context, txn *hotTxn, k hotKey, cfg config
 	st.queuedTotal++
 	h.mu.Unlock()
 
-	timeout, check, stopClocks := waitClocks(cfg.MaxWait, gone != nil)
-	defer stopClocks()
-	timedOut := false
-wait:
-	for {
-		select {
-		case <-w.ready:
-			return true, nil // granted: release cleared txn.waiting
-		case <-ctx.Done():
-			break wait
-		case <-timeout:
-			timedOut = true
-			break wait
-		case <-check:
-			if gone() {
-				break wait
-			}
-		}
+	granted, timedOut := false, false
+	if block == nil {
+		granted, timedOut = w.wait(ctx, cfg.MaxWait, gone)
+	} else {
+		block(func() { granted, timedOut = w.wait(ctx, cfg.MaxWait, gone) })
+	}
+	if granted {
+		return true, nil // release cleared txn.waiting
 	}
 	h.mu.Lock()
 	if w.granted {
@@ -259,6 +251,27 @@ wait:
 			cfg.MaxWait, k.table, rowName(k))
 	}
 	return false, wire.NewError(1317, "70100", "Query execution was interrupted while waiting at the gateway for hot row %s key %s", k.table, rowName(k))
+}
+
+// wait waits until w is granted its slot (granted), or ctx ends, or d
+// passes (timedOut), or gone reports the client gone.
+func (w *hotWaiter) wait(ctx context.Context, d time.Duration, gone func() bool) (granted, timedOut bool) {
+	timeout, check, stopClocks := waitClocks(d, gone != nil)
+	defer stopClocks()
+	for {
+		select {
+		case <-w.ready:
+			return true, false
+		case <-ctx.Done():
+			return false, false
+		case <-timeout:
+			return false, true
+		case <-check:
+			if gone() {
+				return false, false
+			}
+		}
+	}
 }
 
 // release gives back a slot taken by acquire for txn and hands it to the
@@ -411,7 +424,7 @@ next:
 		if ss.hotTxn == nil {
 			ss.hotTxn = &hotTxn{}
 		}
-		held, refusal := c.hot.acquire(ss.statementContext(), ss.hotTxn, k, cfg, ss.client.PeerGone)
+		held, refusal := c.hot.acquire(ss.statementContext(), ss.hotTxn, k, cfg, ss.client.PeerGone, ss.blocking)
 		ss.proc.waiting(waitNone)
 		if held {
 			ss.hotHeld = append(ss.hotHeld, hotHold{h: &c.hot, slot: i})

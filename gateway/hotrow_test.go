@@ -27,7 +27,7 @@ func TestHotRowFIFO(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var h hotRows
 		cfg := hotConf(1, 10, time.Minute, false)
-		if held, err := h.acquire(context.Background(), nil, testRow, cfg, nil); !held || err != nil {
+		if held, err := h.acquire(context.Background(), nil, testRow, cfg, nil, nil); !held || err != nil {
 			t.Fatalf("first acquire: %v %v", held, err)
 		}
 		var mu sync.Mutex
@@ -37,7 +37,7 @@ func TestHotRowFIFO(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				held, err := h.acquire(context.Background(), nil, testRow, cfg, nil)
+				held, err := h.acquire(context.Background(), nil, testRow, cfg, nil, nil)
 				if !held || err != nil {
 					t.Errorf("waiter %d: %v %v", i, held, err)
 					return
@@ -72,21 +72,21 @@ func TestHotRowQueueFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var h hotRows
 		cfg := hotConf(1, 2, time.Minute, false)
-		h.acquire(context.Background(), nil, testRow, cfg, nil)
+		h.acquire(context.Background(), nil, testRow, cfg, nil, nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		for range 2 {
-			go h.acquire(ctx, nil, testRow, cfg, nil)
+			go h.acquire(ctx, nil, testRow, cfg, nil, nil)
 		}
 		synctest.Wait()
-		held, err := h.acquire(context.Background(), nil, testRow, cfg, nil)
+		held, err := h.acquire(context.Background(), nil, testRow, cfg, nil, nil)
 		if held || err == nil || err.Code != 1205 || err.State != "HY000" ||
 			!strings.Contains(err.Message, "hot row db.t key id=1 has 2 transactions queued") {
 			t.Fatalf("third waiter: %v %v", held, err)
 		}
 		// Another row is not affected.
 		other := hotKey{table: "db.t", column: "id", value: "2"}
-		if held, err := h.acquire(context.Background(), nil, other, cfg, nil); !held || err != nil {
+		if held, err := h.acquire(context.Background(), nil, other, cfg, nil, nil); !held || err != nil {
 			t.Errorf("other row: %v %v", held, err)
 		}
 		cancel()
@@ -104,9 +104,9 @@ func TestHotRowWaitBounds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var h hotRows
 		cfg := hotConf(1, 5, 3*time.Second, false)
-		h.acquire(context.Background(), nil, testRow, cfg, nil)
+		h.acquire(context.Background(), nil, testRow, cfg, nil, nil)
 		start := time.Now()
-		held, err := h.acquire(context.Background(), nil, testRow, cfg, nil)
+		held, err := h.acquire(context.Background(), nil, testRow, cfg, nil, nil)
 		if held || err == nil || err.Code != 1205 || !strings.Contains(err.Message, "hot_row.max_wait") {
 			t.Fatalf("timed out waiter: %v %v", held, err)
 		}
@@ -118,7 +118,7 @@ func TestHotRowWaitBounds(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			held, err := h.acquire(context.Background(), nil, testRow, cfg, gone.Load)
+			held, err := h.acquire(context.Background(), nil, testRow, cfg, gone.Load, nil)
 			if held || err == nil || err.Code != 1317 {
 				t.Errorf("gone waiter: %v %v", held, err)
 			}
@@ -142,7 +142,7 @@ func TestHotRowDryRun(t *testing.T) {
 	var h hotRows
 	cfg := hotConf(1, 1, time.Minute, true)
 	for i := range 3 {
-		if held, err := h.acquire(context.Background(), nil, testRow, cfg, nil); !held || err != nil {
+		if held, err := h.acquire(context.Background(), nil, testRow, cfg, nil, nil); !held || err != nil {
 			t.Fatalf("acquire %d: %v %v", i, held, err)
 		}
 	}
@@ -165,7 +165,7 @@ func TestHotRowConcurrencyAndOff(t *testing.T) {
 		var h hotRows
 		cfg := hotConf(2, 10, time.Minute, false)
 		for range 2 {
-			if held, _ := h.acquire(context.Background(), nil, testRow, cfg, nil); !held {
+			if held, _ := h.acquire(context.Background(), nil, testRow, cfg, nil, nil); !held {
 				t.Fatal("not admitted")
 			}
 		}
@@ -174,7 +174,7 @@ func TestHotRowConcurrencyAndOff(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if held, err := h.acquire(context.Background(), nil, testRow, cfg, nil); !held || err != nil {
+				if held, err := h.acquire(context.Background(), nil, testRow, cfg, nil, nil); !held || err != nil {
 					t.Errorf("waiter: %v %v", held, err)
 				}
 			}()
@@ -236,10 +236,10 @@ func TestProtectionsViews(t *testing.T) {
 	conf := *c.conf.Load()
 	conf.HotRow = hotConf(1, 0, time.Minute, false)
 	c.conf.Store(&conf)
-	if held, _ := c.hot.acquire(context.Background(), nil, testRow, conf.HotRow, nil); !held {
+	if held, _ := c.hot.acquire(context.Background(), nil, testRow, conf.HotRow, nil, nil); !held {
 		t.Fatal("not admitted")
 	}
-	if held, err := c.hot.acquire(context.Background(), nil, testRow, conf.HotRow, nil); held || err == nil {
+	if held, err := c.hot.acquire(context.Background(), nil, testRow, conf.HotRow, nil, nil); held || err == nil {
 		t.Fatal("not refused")
 	}
 	_, page := f.get(t, "/debug/status")
@@ -333,7 +333,7 @@ func TestHotRowDeadlock(t *testing.T) {
 			a, b, c := &hotTxn{}, &hotTxn{}, &hotTxn{}
 			mustHold := func(txn *hotTxn, k hotKey) {
 				t.Helper()
-				if held, err := h.acquire(context.Background(), txn, k, cfg, nil); !held || err != nil {
+				if held, err := h.acquire(context.Background(), txn, k, cfg, nil, nil); !held || err != nil {
 					t.Fatalf("not admitted: %v", err)
 				}
 			}
@@ -347,7 +347,7 @@ func TestHotRowDeadlock(t *testing.T) {
 			defer cancel()
 			aDone := make(chan *wire.SQLError, 1)
 			go func() { // a waits for b's row
-				_, err := h.acquire(ctx, a, other, cfg, nil)
+				_, err := h.acquire(ctx, a, other, cfg, nil, nil)
 				aDone <- err
 			}()
 			for queued(&h, other) == 0 {
@@ -355,7 +355,7 @@ func TestHotRowDeadlock(t *testing.T) {
 			}
 			bDone := make(chan *wire.SQLError, 1)
 			go func() { // b would wait for a's row
-				_, err := h.acquire(ctx, b, testRow, cfg, nil)
+				_, err := h.acquire(ctx, b, testRow, cfg, nil, nil)
 				bDone <- err
 			}()
 			if conc == 1 {

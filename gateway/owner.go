@@ -64,7 +64,16 @@ func (ss *Session) routeOwner(db string, route querypath.Route) (ownerRoute, *co
 // checked; an auto_increment INSERT gets its values filled in and runs
 // on the primary, or runs asIs when there is nothing to fill. Prepared
 // statements come here too, with their parameters written in.
-func (ss *Session) runOwner(db, sql string, p []byte, route querypath.Route, or ownerRoute, ai *config.AutoIncrement, asIs func() error) error {
+//
+// It runs through blocking: the owner's connections, the grant probes'
+// and a STREAM's watch of the client are not the session's own sockets.
+func (ss *Session) runOwner(db, sql string, p []byte, route querypath.Route, or ownerRoute, ai *config.AutoIncrement, asIs func() error) (err error) {
+	ss.blocking(func() { err = ss.runOwnerNow(db, sql, p, route, or, ai, asIs) })
+	return err
+}
+
+// runOwnerNow is runOwner's work.
+func (ss *Session) runOwnerNow(db, sql string, p []byte, route querypath.Route, or ownerRoute, ai *config.AutoIncrement, asIs func() error) error {
 	if or == ownerAutoIncrement {
 		rewritten, handled, err := ss.autoIncrementFill(db, sql, route, ai)
 		switch {

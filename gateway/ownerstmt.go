@@ -25,6 +25,14 @@ func (ss *Session) prepareOwner(sql string, route querypath.Route, p []byte) err
 	if ss.cluster.fwd == nil {
 		return ss.writeErr(ss.noOwner())
 	}
+	var err error
+	ss.blocking(func() { err = ss.prepareOwnerNow(sql, route, p) })
+	return err
+}
+
+// prepareOwnerNow is prepareOwner's work, which runs through blocking
+// (see runOwner).
+func (ss *Session) prepareOwnerNow(sql string, route querypath.Route, p []byte) error {
 	if handled, err := ss.checkOwnerGrants(ss.db, route, sql); handled {
 		return err
 	}

@@ -182,12 +182,22 @@ func (ss *Session) primaryBackend(snap *healthcheck.Snapshot, conf *config.Clust
 			defer ss.proc.waiting(waitNone)
 		}
 		ss.srv.health.Refresh()
-		select {
-		case <-ss.statementContext().Done():
+		ended, changed := false, false
+		ss.blocking(func() {
+			select {
+			case <-ss.statementContext().Done():
+				ended = true
+			case <-snap.Changed():
+				changed = true
+			case <-timer.C:
+			}
+		})
+		switch {
+		case ended:
 			return nil, context.Cause(ss.statementContext())
-		case <-snap.Changed():
+		case changed:
 			snap = ss.srv.health.Snapshot()
-		case <-timer.C:
+		default:
 			reason := "discovery has not finished its first round"
 			if c != nil {
 				reason = c.NoPrimaryReason

@@ -13,6 +13,7 @@ import (
 	"github.com/directgate/directgate/fleet"
 	"github.com/directgate/directgate/forward"
 	"github.com/directgate/directgate/healthcheck"
+	"github.com/directgate/directgate/internal/ioloop"
 	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/internal/safego"
 	"github.com/directgate/directgate/querypath"
@@ -47,6 +48,8 @@ type Server struct {
 	front *mysqlserver.Server
 	// group holds the goroutines sessions start besides their own.
 	group *safego.Group
+	// loops run the sessions with io_loops (loop.go); none: goroutines.
+	loops []*ioloop.Loop
 	// stateIDs numbers session states so a backend connection knows
 	// cheaply whether it already carries a session's state.
 	stateIDs atomic.Uint64
@@ -324,6 +327,7 @@ func (s *Server) Serve() error {
 		}
 	}
 	s.learnGreeting()
+	s.startLoops()
 	s.log.Info("accepting MySQL clients", "addr", s.Addr().String(), "server_version", s.serverVersion())
 	return s.front.Serve()
 }
@@ -409,7 +413,10 @@ func (s *Server) serverCollation() byte {
 func (s *Server) Shutdown(ctx context.Context) error {
 	cut, err := s.front.Shutdown(ctx)
 	s.group.Wait()
-	s.closeOnce.Do(s.closeClusters)
+	s.closeOnce.Do(func() {
+		s.closeLoops() // no session runs on them any more
+		s.closeClusters()
+	})
 	if cut > 0 {
 		err = errors.Join(err, fmt.Errorf("shutdown: %d sessions still busy after the drain timeout were closed", cut))
 	}

@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/directgate/directgate/config"
+	"github.com/directgate/directgate/internal/ioloop"
 	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/pools"
 	"github.com/directgate/directgate/querypath"
@@ -38,9 +39,13 @@ const (
 // Session is one client connection and its state. See the package comment
 // for the concurrency contract.
 type Session struct {
-	srv     *Server
-	id      uint32
-	log     hclog.Logger
+	srv *Server
+	id  uint32
+	log hclog.Logger
+	// task is the io_uring loop task the session runs as (loop.go), while
+	// it reads and writes its sockets through it; nil on a goroutine, and
+	// while blocking runs something that may wait.
+	task    *ioloop.Task
 	user    config.User
 	cluster *cluster
 	// hotHeld are the hot-row slots the session's transaction holds
@@ -256,13 +261,16 @@ const handshakeMaxPacket = 128 << 10
 // client connection.
 func (s *Server) NewConn(nc net.Conn, id uint32) mysqlserver.Conn {
 	ctx, cancel := context.WithCancel(context.Background())
+	client := wire.NewConn(nc, clientReadBuffer, clientWriteBuffer)
 	ss := &Session{
 		srv:         s,
 		id:          id,
 		replayState: replayState{versions: &s.stateIDs},
 		clientSide: clientSide{
-			nc:     nc,
-			client: wire.NewConn(nc, clientReadBuffer, clientWriteBuffer),
+			// The socket's wrapper: its deadlines and close reach a loop
+			// task's reads too.
+			nc:     client.NetConn(),
+			client: client,
 			status: wire.StatusAutocommit,
 		},
 		log:    s.log.With("conn_id", id, "client_addr", nc.RemoteAddr().String()),
@@ -380,7 +388,7 @@ func (ss *Session) ForceClose() {
 	}
 	_ = ss.nc.Close()
 	if bc := ss.inFlight.Load(); bc != nil {
-		_ = bc.BackendConn.Close() // the socket only: the session owns bc's books
+		_ = bc.CloseSocket() // the socket only: the session owns bc's books
 	}
 }
 
@@ -781,7 +789,7 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 		var l *pools.Lease[*backendConn]
 		if err == nil {
 			ss.proc.waiting(waitPool)
-			l, err = pool.Acquire(ss.statementContext())
+			l, err = ss.acquire(pool)
 			ss.proc.waiting(waitNone)
 		}
 		if err != nil {
@@ -811,6 +819,7 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 			continue
 		}
 		ss.lease, ss.leaseRole = l, r
+		ss.leased(l)
 		err = nil
 		if conn.globals < ss.globals {
 			// A SET GLOBAL since the connection's session started: the
@@ -1409,17 +1418,27 @@ func (ss *Session) releaseLease() {
 	ss.lease = nil
 	ss.giveShare()
 	ss.insertIDSynced = false
-	conn := l.Conn()
+	if ss.readBack(l.Conn()) {
+		unleased(l)
+		l.Release()
+		return
+	}
+	unleased(l)
+	l.Destroy()
+}
+
+// readBack reads what the session still needs from conn before it gives
+// it up, and makes it fit for the pool: true when it is, false when it
+// must be destroyed.
+func (ss *Session) readBack(conn *backendConn) bool {
 	if conn.closed {
 		ss.insertIDPending, ss.gtidPending = false, false
 		ss.diag.lost()
-		l.Destroy()
-		return
+		return false
 	}
 	if err := ss.captureDiag(conn); err != nil {
 		ss.insertIDPending, ss.gtidPending = false, false
-		l.Destroy()
-		return
+		return false
 	}
 	if ss.insertIDPending {
 		ss.insertIDPending = false
@@ -1427,8 +1446,7 @@ func (ss *Session) releaseLease() {
 			var sqlErr *wire.SQLError
 			if !errors.As(err, &sqlErr) {
 				ss.gtidPending = false
-				l.Destroy()
-				return
+				return false
 			}
 		}
 	}
@@ -1441,20 +1459,11 @@ func (ss *Session) releaseLease() {
 	switch {
 	case conn.discard:
 		// XA: closed, never reset (see querypath.PinXA).
-		l.Destroy()
-		return
+		return false
 	case conn.dirty:
-		if err := conn.reset(); err != nil {
-			l.Destroy()
-			return
-		}
-	default:
-		if err := conn.relaxTimeouts(); err != nil {
-			l.Destroy()
-			return
-		}
+		return conn.reset() == nil
 	}
-	l.Release()
+	return conn.relaxTimeouts() == nil
 }
 
 // dropLease destroys the session's connection.
@@ -1468,6 +1477,7 @@ func (ss *Session) dropLease() {
 		ss.lastGTID, ss.gtidSeenOn = gtidUnknown, nil
 	}
 	if ss.lease != nil {
+		unleased(ss.lease)
 		ss.lease.Destroy()
 		ss.lease = nil
 		ss.giveShare()

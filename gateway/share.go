@@ -79,11 +79,19 @@ func (ss *Session) takeShare(be *backend) error {
 		return nil
 	default:
 	}
+	ss.proc.waiting(waitShare)
+	defer ss.proc.waiting(waitNone)
+	var err error
+	ss.blocking(func() { err = ss.waitShare(be, sem) })
+	return err
+}
+
+// waitShare is takeShare's wait for a token of sem, up to be's pool's
+// acquire_timeout.
+func (ss *Session) waitShare(be *backend, sem chan struct{}) error {
 	wait := be.cluster.conf.Load().Pool.AcquireTimeout
 	t := time.NewTimer(wait)
 	defer t.Stop()
-	ss.proc.waiting(waitShare)
-	defer ss.proc.waiting(waitNone)
 	select {
 	case sem <- struct{}{}:
 		ss.share = sem

@@ -246,7 +246,8 @@ func (ss *Session) throttleWrites(writes bool) *wire.SQLError {
 	// Priority 0 is the most throttled: below its threshold nobody is.
 	if v, _ := c.lag(); throttleProbability(v, maxLag, 0) > 0 {
 		ss.proc.waiting(waitThrottle)
-		e := c.admit(ss.statementContext(), ss.priority(), ss.client.PeerGone)
+		var e *wire.SQLError
+		ss.blocking(func() { e = c.admit(ss.statementContext(), ss.priority(), ss.client.PeerGone) })
 		ss.proc.waiting(waitNone)
 		if e != nil {
 			return e

@@ -339,6 +339,39 @@ func (p *Pool[T]) Acquire(ctx context.Context) (*Lease[T], error) {
 	}
 }
 
+// TryAcquire leases an idle connection if there is one, without waiting
+// and without dialing; ok is false when there is none (Acquire waits
+// then). As with Acquire, a connection past its lifetime is never handed
+// out, and Config.Prepare vets it (with a background context): one it
+// rejects or fails on is destroyed and the next idle one tried.
+func (p *Pool[T]) TryAcquire() (l *Lease[T], ok bool) {
+	if p.closed.Load() {
+		return nil, false
+	}
+	for {
+		if l = p.takeIdle(false); l == nil {
+			return nil, false
+		}
+		if ok, _ := p.ready(context.Background(), l); ok {
+			return l, true
+		}
+	}
+}
+
+// Busy reports whether a caller of Acquire would have to wait for a
+// connection to come back: none is idle, none may be dialed (open and
+// dialing ones fill the pool's size), and none is waited for already (a
+// connection that comes back then goes to those callers).
+func (p *Pool[T]) Busy() bool {
+	if p.waiting.Load() > 0 || p.idleCount() > 0 {
+		return false
+	}
+	p.mu.Lock()
+	full := p.open+p.dialing >= p.size
+	p.mu.Unlock()
+	return full
+}
+
 // takeIdle takes an idle connection, or returns nil: the one released
 // last, or with oldest the one idle longest (of the stack; the handed-over
 // ones after it).

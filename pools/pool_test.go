@@ -224,6 +224,62 @@ func TestLIFOOrder(t *testing.T) {
 	}
 }
 
+// TryAcquire takes an idle connection, last released first, and never
+// waits or dials: with none idle it reports false; an expired one is
+// closed, not handed out; a closed pool has none.
+func TestTryAcquire(t *testing.T) {
+	d := &dialer{}
+	p := newPool(t, d, func(c *Config[*fakeConn]) { c.Size = 2 })
+	if l, ok := p.TryAcquire(); ok || l != nil {
+		t.Fatal("TryAcquire on an empty pool handed out a connection")
+	}
+	if n := d.started.Load(); n != 0 {
+		t.Fatalf("TryAcquire dialed %d times", n)
+	}
+	a, b := mustAcquire(t, p), mustAcquire(t, p)
+	a.Release()
+	b.Release()
+	l, ok := p.TryAcquire()
+	if !ok || l != b {
+		t.Fatalf("TryAcquire = %v, %v; want the connection released last", l, ok)
+	}
+	l.Release()
+	b.expires = time.Now().Add(-time.Second) // past its lifetime
+	l, ok = p.TryAcquire()
+	if !ok || l != a {
+		t.Fatalf("TryAcquire past an expired connection = %v, %v; want the other one", l, ok)
+	}
+	eventually(t, "the expired connection to close", b.Conn().closed.Load)
+	l.Release()
+	p.Close()
+	if _, ok := p.TryAcquire(); ok {
+		t.Fatal("TryAcquire on a closed pool handed out a connection")
+	}
+}
+
+// Busy: a caller would wait only with nothing idle, no room to dial and
+// nobody waiting yet.
+func TestBusy(t *testing.T) {
+	d := &dialer{}
+	p := newPool(t, d, func(c *Config[*fakeConn]) { c.Size = 1 })
+	if p.Busy() {
+		t.Fatal("an empty pool with room to dial is busy")
+	}
+	l := mustAcquire(t, p)
+	if !p.Busy() {
+		t.Fatal("a full pool with its only connection leased is not busy")
+	}
+	waited := make(chan *Lease[*fakeConn])
+	go func() { waited <- mustAcquire(t, p) }()
+	eventually(t, "the caller to wait", func() bool { return !p.Busy() })
+	l.Release()
+	l = <-waited
+	l.Release()
+	if p.Busy() {
+		t.Fatal("a pool with an idle connection is busy")
+	}
+}
+
 func TestWarmUpToMinIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := &dialer{delay: 5 * time.Millisecond}

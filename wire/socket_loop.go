@@ -113,7 +113,7 @@ func (s *socket) loopRead(t *ioloop.Task, p []byte) (int, error) {
 		if len(s.held.buf) > 0 || s.held.errno != 0 {
 			// The held command is not (all) sent: nothing was read.
 			if err == nil {
-				err = s.loopError(terr, s.loop.wdl.Load())
+				err = s.loopError("write", terr, s.loop.wdl.Load())
 			}
 			s.held.buf, s.held.errno = nil, 0
 			return 0, &SendError{s.opError("write", err)}
@@ -128,7 +128,7 @@ func (s *socket) loopRead(t *ioloop.Task, p []byte) (int, error) {
 		case errors.Is(terr, ioloop.ErrCanceled) && !s.loop.closing.Load() && !passed(s.loop.rdl.Load()):
 			continue // interrupted for a deadline moved later: wait on
 		}
-		return 0, s.opError("read", s.loopError(terr, s.loop.rdl.Load()))
+		return 0, s.opError("read", s.loopError("read", terr, s.loop.rdl.Load()))
 	}
 }
 
@@ -170,7 +170,7 @@ func (s *socket) loopWrite(t *ioloop.Task, p []byte) (int, error) {
 		case terr == nil:
 		case errors.Is(terr, ioloop.ErrCanceled) && !s.loop.closing.Load() && !passed(s.loop.wdl.Load()):
 		default:
-			return written, s.opError("write", s.loopError(terr, s.loop.wdl.Load()))
+			return written, s.opError("write", s.loopError("write", terr, s.loop.wdl.Load()))
 		}
 	}
 	return written, nil
@@ -203,8 +203,9 @@ func (s *socket) taskWrite(fd uintptr) bool {
 
 // loopError turns a task operation's error into what a net.Conn reports:
 // a timeout is os.ErrDeadlineExceeded, a close net.ErrClosed, a system
-// error a *os.SyscallError. dl is the deadline the operation ran under.
-func (s *socket) loopError(err error, dl int64) error {
+// error a *os.SyscallError of call (read or write). dl is the deadline
+// the operation ran under.
+func (s *socket) loopError(call string, err error, dl int64) error {
 	var errno syscall.Errno
 	switch {
 	case errors.Is(err, ioloop.ErrTimeout):
@@ -217,7 +218,7 @@ func (s *socket) loopError(err error, dl int64) error {
 	case errors.Is(err, ioloop.ErrClosed):
 		return net.ErrClosed
 	case errors.As(err, &errno):
-		return os.NewSyscallError("io_uring", errno)
+		return os.NewSyscallError(call, errno)
 	}
 	return err
 }

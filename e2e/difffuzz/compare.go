@@ -143,7 +143,7 @@ func (res *RoundResult) diverges(r *Round, client int, text string) (Divergence,
 }
 
 // RunRound runs r directly against MariaDB, then through a fresh gateway
-// with a pool of r.PoolSize connections, each after recreating the
+// with a pool of r.PoolSize connections and r.IOLoops loops, each after recreating the
 // clients' databases, and compares what the clients saw. With selfCheck
 // the second phase is a second direct run: any divergence then is
 // nondeterminism of the fuzzer, not a gateway defect. An error means the
@@ -174,7 +174,7 @@ func (e *Env) runRound(ctx context.Context, r *Round, selfCheck bool, cache dire
 	defer cancel()
 	res := &RoundResult{}
 	direct := make([]clientRun, len(r.Scripts))
-	todo := &Round{Seed: r.Seed, Index: r.Index, PoolSize: r.PoolSize}
+	todo := &Round{Seed: r.Seed, Index: r.Index, PoolSize: r.PoolSize, IOLoops: r.IOLoops}
 	var todoIdx []int
 	for i := range r.Scripts {
 		if run, ok := cache[scriptKey(&r.Scripts[i])]; ok {
@@ -210,7 +210,7 @@ func (e *Env) runRound(ctx context.Context, r *Round, selfCheck bool, cache dire
 	if selfCheck {
 		second = e.runPhase(ctx, r, target{name: "direct", addr: e.Addr(), user: backendUser, password: backendPassword})
 	} else {
-		gw, err := e.startGateway(r.PoolSize)
+		gw, err := e.startGateway(r.PoolSize, r.IOLoops)
 		if err != nil {
 			return nil, fmt.Errorf("start gateway: %w", err)
 		}
@@ -229,7 +229,7 @@ func (e *Env) runRound(ctx context.Context, r *Round, selfCheck bool, cache dire
 // dump renders every step of r with what both phases saw.
 func (res *RoundResult) dump(r *Round) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "round %d (pool %d):\n", r.Index, r.PoolSize)
+	fmt.Fprintf(&b, "round %d (pool %d, io_loops %d):\n", r.Index, r.PoolSize, r.IOLoops)
 	for i, s := range r.Scripts {
 		fmt.Fprintf(&b, "client %d (%s):\n", s.Client, s.CapsString())
 		for j, st := range s.Steps {

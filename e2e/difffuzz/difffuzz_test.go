@@ -72,6 +72,9 @@ func TestDifferential(t *testing.T) {
 	if ps := envInt(t, "DIFFFUZZ_POOL", 0); ps > 0 {
 		o.Gen.PoolSizes = []int{ps}
 	}
+	if n := envInt(t, "DIFFFUZZ_IO_LOOPS", -1); n >= 0 {
+		o.Gen.IOLoops = []int{n}
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	e, err := StartEnv(ctx, EnvOptions{GatewayLog: os.Stderr, GatewayLogLevel: os.Getenv("DIFFFUZZ_LOG"), GeneralLog: os.Getenv("DIFFFUZZ_GENERAL_LOG")})

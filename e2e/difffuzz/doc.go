@@ -33,6 +33,8 @@
 //	DIFFFUZZ_ROUND       run only this round of the seed (replay a failure)
 //	DIFFFUZZ_CLIENTS     clients per round (default 8)
 //	DIFFFUZZ_POOL        gateway pool size (default: 1 or 2, per round)
+//	DIFFFUZZ_IO_LOOPS    gateway io_loops (default: 0 or 1, per round: sessions
+//	                     on goroutines or on an io_uring loop)
 //	DIFFFUZZ_TIME        start no round after this long (default: no limit)
 //	DIFFFUZZ_SHRINK      divergences to shrink, most frequent first (default 6; 0: none)
 //	DIFFFUZZ_SHRINK_TIME time limit of each shrink (default 15s)

@@ -166,14 +166,16 @@ type runningGateway struct {
 
 // startGateway starts an in-process gateway on a loopback port in front
 // of the MariaDB, with a pool of poolSize connections that are opened
-// only when needed (min_idle 0), and query consolidation on (its
-// eligibility checks, leaders' copies and write counting run on every
-// read; clients share a read only when their state is identical).
-func (e *Env) startGateway(poolSize int) (*runningGateway, error) {
+// only when needed (min_idle 0), ioLoops io_uring loops (0: sessions on
+// goroutines), and query consolidation on (its eligibility checks,
+// leaders' copies and write counting run on every read; clients share a
+// read only when their state is identical).
+func (e *Env) startGateway(poolSize, ioLoops int) (*runningGateway, error) {
 	yaml := fmt.Sprintf(`
 listen: 127.0.0.1:0
 http_listen: "off"
 log: {level: %s}
+io_loops: %d
 users:
   - {user: %s, password: %s}
 clusters:
@@ -183,7 +185,7 @@ clusters:
     backends: [%q]
     pool: {size: %d, min_idle: 0, max_dials: 2, acquire_timeout: 60s}
     consolidation: {enabled: true}
-`, e.opts.GatewayLogLevel, appUser, appPassword, backendUser, backendPassword, e.srv.Addr(), poolSize)
+`, e.opts.GatewayLogLevel, ioLoops, appUser, appPassword, backendUser, backendPassword, e.srv.Addr(), poolSize)
 	cfg, err := config.Parse([]byte(yaml))
 	if err != nil {
 		return nil, err

@@ -18,6 +18,9 @@ type GenOptions struct {
 	// PoolSizes are the gateway pool sizes rounds pick from. Nil means
 	// {1, 2}.
 	PoolSizes []int
+	// IOLoops are the gateway io_loops settings rounds pick from. Nil
+	// means {0, 1}: sessions on goroutines and on an io_uring loop.
+	IOLoops []int
 	// Kill enables the KILL QUERY rule (see StepKill). False leaves it
 	// out.
 	Kill bool
@@ -36,6 +39,9 @@ func (o GenOptions) withDefaults() GenOptions {
 	if len(o.PoolSizes) == 0 {
 		o.PoolSizes = []int{1, 2}
 	}
+	if len(o.IOLoops) == 0 {
+		o.IOLoops = []int{0, 1}
+	}
 	return o
 }
 
@@ -49,6 +55,8 @@ func Generate(seed uint64, index int, o GenOptions) *Round {
 		g := &gen{r: r, client: c, opts: o}
 		round.Scripts = append(round.Scripts, g.script())
 	}
+	// Drawn last, so a seed's scripts are the same whatever it draws.
+	round.IOLoops = o.IOLoops[r.IntN(len(o.IOLoops))]
 	return round
 }
 

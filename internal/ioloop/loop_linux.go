@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
@@ -31,6 +32,7 @@ type Loop struct {
 	tasks []*Task  // by slot; nil: free
 	free  []uint32 // free slots
 	ready []*Task  // tasks to resume before the next wait
+	later []*Task  // tasks that yielded: resumed after the next completions
 	spare []func() // the inbox's previous backing array, reused
 	stop  bool     // Close was posted: no new tasks, I/O fails
 	done  chan struct{}
@@ -91,7 +93,20 @@ type Task struct {
 	res, res0  int32
 	ts         timespec
 
-	offload func() // set while the task asks for Offload
+	offload  func()        // set while the task asks for Offload
+	yielding bool          // set while the task asks for Yield
+	panicked *OffloadPanic // what Offload's function panicked with
+}
+
+// OffloadPanic is what Offload panics with in its task when its function
+// panicked on the other goroutine: the value and that goroutine's stack.
+type OffloadPanic struct {
+	Value any
+	Stack []byte
+}
+
+func (p *OffloadPanic) Error() string {
+	return fmt.Sprintf("ioloop: panic in Offload: %v\n%s", p.Value, p.Stack)
 }
 
 // Errors of a task's I/O besides the system's own (a syscall.Errno).
@@ -220,8 +235,15 @@ func (l *Loop) run(entries uint32, started chan<- error) {
 			_ = syscall.Close(l.efd)
 			return
 		}
-		r.enter(1)
+		wait := uint32(1)
+		if len(l.later) > 0 {
+			wait = 0 // tasks poll: do not sleep
+		}
+		r.enter(wait)
 		r.reap(l.complete)
+		l.ready = append(l.ready, l.later...)
+		clear(l.later)
+		l.later = l.later[:0]
 	}
 }
 
@@ -278,13 +300,23 @@ func (l *Loop) resume(t *Task) {
 		l.free = append(l.free, t.slot)
 		return
 	}
+	if t.yielding {
+		t.yielding = false
+		l.later = append(l.later, t)
+		return
+	}
 	if fn := t.offload; fn != nil {
 		t.offload = nil
 		go func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.panicked = &OffloadPanic{Value: r, Stack: debug.Stack()}
+				}
+				// The loop waits for this task before it returns,
+				// so the post cannot fail.
+				l.post(func() { l.ready = append(l.ready, t) }, false)
+			}()
 			fn()
-			// The loop waits for this task before it returns, so
-			// the post cannot fail.
-			l.post(func() { l.ready = append(l.ready, t) }, false)
 		}()
 	}
 }
@@ -476,9 +508,25 @@ func (t *Task) SendRecv(fd int, out, in []byte, deadline time.Time) (sent, n int
 
 // Offload runs fn on a goroutine of its own while t waits, so that a wait
 // that is not the loop's I/O (a lock, a channel, a sleep, another
-// connection's blocking call) holds up t alone, not its loop.
+// connection's blocking call) holds up t alone, not its loop. A panic in
+// fn is recovered there and raised again in t, as an *OffloadPanic.
 func (t *Task) Offload(fn func()) {
 	t.offload = fn
+	t.yield(struct{}{})
+	if p := t.panicked; p != nil {
+		t.panicked = nil
+		panic(p)
+	}
+}
+
+// Yield lets the loop go round once: t resumes after the loop has
+// submitted what is queued and taken the completions there are, without
+// sleeping for them. It is for a task that polls for something the other
+// tasks of its loop give back (a pooled connection): a poll costs no
+// system call of its own, but the loop does not sleep while tasks yield,
+// so poll for a short while only, then wait through Offload.
+func (t *Task) Yield() {
+	t.yielding = true
 	t.yield(struct{}{})
 }
 

@@ -54,6 +54,9 @@ func (*Task) SendRecv(int, []byte, []byte, time.Time) (int, int, error) {
 	return 0, 0, errUnsupported
 }
 
+// Yield does nothing.
+func (*Task) Yield() {}
+
 // Offload runs fn.
 func (*Task) Offload(fn func()) { fn() }
 

@@ -331,6 +331,50 @@ func TestOffload(t *testing.T) {
 	}
 }
 
+// TestOffloadPanic: a panic in Offload's function is raised in its task,
+// where the task's own recover sees it; the loop runs on.
+func TestOffloadPanic(t *testing.T) {
+	l := newLoop(t, Config{})
+	var got any
+	<-run(t, l, func(tk *Task) {
+		defer func() { got = recover() }()
+		tk.Offload(func() { panic("boom") })
+	})
+	p, ok := got.(*OffloadPanic)
+	if !ok || p.Value != "boom" || len(p.Stack) == 0 {
+		t.Fatalf("recovered %v, want an *OffloadPanic of boom with a stack", got)
+	}
+	<-run(t, l, func(*Task) {}) // the loop still runs tasks
+}
+
+// TestYield: a task that yields in a loop sees what another task of its
+// loop does meanwhile, and the loop does not sleep on it.
+func TestYield(t *testing.T) {
+	l := newLoop(t, Config{})
+	var flag bool
+	polls := 0
+	poller := run(t, l, func(tk *Task) {
+		for !flag {
+			polls++
+			tk.Yield()
+		}
+	})
+	c, s := pair(t)
+	<-run(t, l, func(tk *Task) {
+		withFD(t, c, func(fd int) {
+			go func() { _, _ = s.Write([]byte("x")) }()
+			if _, err := tk.Recv(fd, make([]byte, 1), time.Time{}); err != nil {
+				t.Error(err)
+			}
+			flag = true // tasks of one loop run one at a time
+		})
+	})
+	<-poller
+	if polls == 0 {
+		t.Error("the poller never yielded")
+	}
+}
+
 // chanOf returns a channel that yields v once release is closed.
 func chanOf(release chan struct{}, v int) <-chan int {
 	c := make(chan int, 1)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/directgate/directgate/internal/ioloop"
 	"github.com/directgate/directgate/internal/safego"
 )
 
@@ -29,6 +30,16 @@ type Conn interface {
 	// ForceClose cuts the connection and whatever it has in flight. It is
 	// called from another goroutine.
 	ForceClose()
+}
+
+// TaskConn is a Conn that can run on an io_uring loop (see ioloop):
+// ServeTask is Serve as the loop task t, which makes the connection's
+// reads and writes (and those of any connection it hands t to). A
+// TaskConn's InterruptIfIdle and ForceClose must reach its task through
+// its sockets' deadlines and closes (see wire.Conn.SetTask).
+type TaskConn interface {
+	Conn
+	ServeTask(t *ioloop.Task)
 }
 
 // Handler makes the Conn of each accepted socket. NewConn runs on the
@@ -57,6 +68,11 @@ type Server struct {
 	// it); sweepList is its reused list of connections.
 	sweeping  sync.WaitGroup
 	sweepList []Conn
+
+	// loops run the TaskConns, taken in turn (next); none: every
+	// connection has a goroutine.
+	loops []*ioloop.Loop
+	next  int
 }
 
 // New returns a server that hands its connections to h. It opens nothing.
@@ -66,6 +82,11 @@ func New(h Handler, log hclog.Logger) *Server {
 	}
 	return &Server{handler: h, log: log, group: safego.New(log), done: make(chan struct{}), conns: map[uint32]Conn{}}
 }
+
+// RunOnLoops makes the server run its TaskConns as tasks of loops, taken
+// in turn, instead of goroutines. Call it before Serve. The caller closes
+// the loops after Shutdown.
+func (s *Server) RunOnLoops(loops []*ioloop.Loop) { s.loops = loops }
 
 // Listen opens the listener on addr. It is apart from Serve so callers
 // learn the address (port 0 in tests) before serving.
@@ -88,7 +109,8 @@ func (s *Server) Addr() net.Addr {
 
 // Serve accepts connections until Shutdown, and then returns nil; after
 // Shutdown has begun it returns nil at once. Listen must have succeeded.
-// Each connection runs Serve on its own goroutine.
+// Each connection runs Serve on its own goroutine, or, with RunOnLoops, a
+// TaskConn runs ServeTask as a task of a loop.
 func (s *Server) Serve() error {
 	if s.ln == nil {
 		return errors.New("mysqlserver: Serve before Listen")
@@ -147,13 +169,26 @@ func (s *Server) start(nc net.Conn) {
 		return
 	}
 	s.conns[id] = c
+	end := func() {
+		s.mu.Lock()
+		delete(s.conns, id)
+		s.mu.Unlock()
+		_ = nc.Close()
+	}
+	if tc, ok := c.(TaskConn); ok && len(s.loops) > 0 {
+		l := s.loops[s.next%len(s.loops)]
+		s.next++
+		serve := safego.Wrap(s.group, "connection", func(t *ioloop.Task) {
+			defer end()
+			tc.ServeTask(t)
+		})
+		if l.Go(serve) == nil {
+			return
+		}
+		s.group.Done() // the loop is closing: a goroutine serves
+	}
 	s.group.Go("connection", func() {
-		defer func() {
-			s.mu.Lock()
-			delete(s.conns, id)
-			s.mu.Unlock()
-			_ = nc.Close()
-		}()
+		defer end()
 		c.Serve()
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/directgate/directgate/internal/ioloop"
 	"github.com/directgate/directgate/wire"
 )
 
@@ -320,4 +321,89 @@ func TestWait(t *testing.T) {
 	if !w.Interrupt(a) || w.end() {
 		t.Fatal("Interrupt did not end a wait")
 	}
+}
+
+// taskEcho is an echoConn that can run as a loop task; its socket is the
+// wire.Conn's, whose deadlines and close reach the task.
+type taskEcho struct {
+	*echoConn
+	onTask atomic.Bool
+}
+
+func (e *taskEcho) ServeTask(t *ioloop.Task) {
+	e.onTask.Store(true)
+	e.c.SetTask(t)
+	defer e.c.SetTask(nil)
+	e.Serve()
+}
+
+type taskEchoHandler struct {
+	echoHandler
+	conns chan *taskEcho
+}
+
+func (h *taskEchoHandler) NewConn(nc net.Conn, id uint32) Conn {
+	c := wire.NewConn(nc, 1<<10, 1<<10)
+	e := &taskEcho{echoConn: &echoConn{srv: h.srv, nc: c.NetConn(), c: c, hold: make(chan struct{}), held: make(chan struct{})}}
+	h.conns <- e
+	return e
+}
+
+// With RunOnLoops a TaskConn is served as a loop task: it answers, and
+// Shutdown's interrupt of an idle connection reaches the task's wait. A
+// server whose loop is closed serves on goroutines again.
+func TestRunOnLoops(t *testing.T) {
+	loop, err := ioloop.New(ioloop.Config{})
+	if err != nil {
+		t.Skipf("no io_uring here: %v", err)
+	}
+	serve := func() (srv *Server, dial func() (*wire.Conn, *taskEcho), shutdown func()) {
+		h := &taskEchoHandler{conns: make(chan *taskEcho, 8)}
+		h.srv = New(h, nil)
+		h.srv.RunOnLoops([]*ioloop.Loop{loop})
+		if err := h.srv.Listen("127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		served := make(chan error, 1)
+		go func() { served <- h.srv.Serve() }()
+		dial = func() (*wire.Conn, *taskEcho) {
+			nc, err := net.Dial("tcp", h.srv.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { nc.Close() })
+			c := wire.NewConn(nc, 1<<10, 1<<10)
+			if p, err := command(t, c, "ping"); err != nil || !wire.IsOK(p) {
+				t.Fatalf("answer %x, %v", p, err)
+			}
+			return c, <-h.conns
+		}
+		shutdown = func() {
+			if _, err := h.srv.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-served; err != nil {
+				t.Fatalf("Serve = %v after Shutdown", err)
+			}
+		}
+		return h.srv, dial, shutdown
+	}
+
+	_, dial, shutdown := serve()
+	c, e := dial()
+	if !e.onTask.Load() {
+		t.Error("the connection was not served as a loop task")
+	}
+	shutdown() // returns once the idle task's connection has ended
+	c.ResetSeq()
+	if _, err := c.ReadPacket(); err == nil {
+		t.Error("the task's idle connection is still open after Shutdown")
+	}
+
+	loop.Close()
+	_, dial, shutdown = serve()
+	if _, e := dial(); e.onTask.Load() {
+		t.Error("a connection was served as a task of a closed loop")
+	}
+	shutdown()
 }

@@ -31,14 +31,35 @@ func (g *Group) Go(name string, fn func()) {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		defer func() {
-			if r := recover(); r != nil {
-				g.log.Error("goroutine panicked", "goroutine", name, "panic", r, "stack", string(debug.Stack()))
-			}
-		}()
+		defer g.recoverPanic(name)
 		fn()
 	}()
 }
 
-// Wait blocks until every goroutine started by Go has returned.
+// Wrap returns fn made part of g, for running it elsewhere than on a
+// goroutine of Go's (a task of an ioloop.Loop): Wait waits for it from
+// now on until it has returned, and a panic in it is recovered and logged
+// under name. Call the result exactly once, or call g.Done instead when
+// it will never run.
+func Wrap[T any](g *Group, name string, fn func(T)) func(T) {
+	g.wg.Add(1)
+	return func(v T) {
+		defer g.wg.Done()
+		defer g.recoverPanic(name)
+		fn(v)
+	}
+}
+
+// Done releases what Wrap counted for a function that will never run.
+func (g *Group) Done() { g.wg.Done() }
+
+// recoverPanic, deferred, logs a panic of the function named name.
+func (g *Group) recoverPanic(name string) {
+	if r := recover(); r != nil {
+		g.log.Error("goroutine panicked", "goroutine", name, "panic", r, "stack", string(debug.Stack()))
+	}
+}
+
+// Wait blocks until every goroutine started by Go, and every function
+// Wrap made, has returned.
 func (g *Group) Wait() { g.wg.Wait() }

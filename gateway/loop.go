@@ -1,0 +1,132 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/directgate/directgate/internal/ioloop"
+	"github.com/directgate/directgate/pools"
+)
+
+// Sessions on io_uring loops (io_loops). With loops, each session runs
+// as a task of one of them (ioloop) instead of a goroutine: the same code,
+// the same one statement path, but its reads and writes, of the client
+// and of the backend connection it leases, are operations of the loop's
+// ring, submitted with every other session's in one system call, and the
+// session waits for them as a coroutine of the loop's thread.
+//
+// The rule that keeps that safe: while on its task, a session waits for
+// nothing but its own sockets. Whatever else may wait (a pooled
+// connection, a sleep, another session's result, another connection such
+// as the owner's or a KILL's) runs through blocking, which gives the
+// session's sockets back to goroutines and runs it on one while the task
+// waits. A wait forgotten there stalls every session of the loop for as
+// long, and deadlocks them when it waits for one of them.
+
+// startLoops starts the io_uring loops io_loops asks for and has the
+// front run sessions on them. A kernel that refuses io_uring (too old,
+// kernel.io_uring_disabled, a container's seccomp profile) leaves the
+// sessions on goroutines, with a warning.
+func (s *Server) startLoops() {
+	n := s.cfg.IOLoops
+	for range n {
+		l, err := ioloop.New(ioloop.Config{})
+		if err != nil {
+			s.log.Warn("io_loops: io_uring is not available here; sessions run on goroutines", "error", err)
+			s.closeLoops()
+			return
+		}
+		s.loops = append(s.loops, l)
+	}
+	if n > 0 {
+		s.log.Info("sessions run on io_uring loops", "io_loops", n)
+	}
+	s.front.RunOnLoops(s.loops)
+}
+
+// closeLoops stops the loops, once no session runs on them.
+func (s *Server) closeLoops() {
+	for _, l := range s.loops {
+		l.Close()
+	}
+	s.loops = nil
+}
+
+// ServeTask implements mysqlserver.TaskConn: Serve as the loop task t.
+func (ss *Session) ServeTask(t *ioloop.Task) {
+	ss.setTask(t)
+	defer ss.setTask(nil)
+	ss.Serve()
+}
+
+// setTask makes t (nil: goroutines) read and write the session's client
+// and its leased backend connection.
+func (ss *Session) setTask(t *ioloop.Task) {
+	ss.task = t
+	ss.client.SetTask(t)
+	if ss.lease != nil {
+		ss.lease.Conn().SetTask(t)
+	}
+}
+
+// blocking runs fn, which may wait for something other than the
+// session's own sockets. On a loop it runs on a goroutine while the
+// session's task waits, with the session's sockets given back to
+// goroutines meanwhile (fn may read and write them, lease or give back
+// connections); elsewhere it just runs.
+func (ss *Session) blocking(fn func()) {
+	t := ss.task
+	if t == nil {
+		fn()
+		return
+	}
+	ss.setTask(nil)
+	t.Offload(fn)
+	ss.setTask(t)
+}
+
+// acquire leases a connection from pool: an idle one at once, else, on a
+// loop, through blocking (a wait for a release or a dial). While every
+// connection is busy and nobody waits in the pool's queue, a session on a
+// loop first polls for up to acquirePoll, letting its loop go round
+// between polls: a connection given back by a session of the same loop
+// then costs no goroutine and no wake-up (with many clients on few
+// connections, most statements find none idle).
+func (ss *Session) acquire(pool *pools.Pool[*backendConn]) (l *pools.Lease[*backendConn], err error) {
+	if ss.task == nil {
+		return pool.Acquire(ss.statementContext())
+	}
+	var until time.Time
+	for {
+		if l, ok := pool.TryAcquire(); ok {
+			return l, nil
+		}
+		if !pool.Busy() || ss.statementContext().Err() != nil {
+			break
+		}
+		now := time.Now()
+		if until.IsZero() {
+			until = now.Add(acquirePoll)
+		} else if now.After(until) {
+			break
+		}
+		ss.task.Yield()
+	}
+	ss.blocking(func() { l, err = pool.Acquire(ss.statementContext()) })
+	return l, err
+}
+
+// acquirePoll bounds how long a session on a loop polls for a pooled
+// connection before it waits in the pool's queue.
+const acquirePoll = time.Millisecond
+
+// leased makes the session's task, if any, read and write the connection
+// of the lease it just took.
+func (ss *Session) leased(l *pools.Lease[*backendConn]) {
+	if ss.task != nil {
+		l.Conn().SetTask(ss.task)
+	}
+}
+
+// unleased gives the connection of a lease the session is about to give
+// back to goroutines: the pool, or another session, uses it next.
+func unleased(l *pools.Lease[*backendConn]) { l.Conn().SetTask(nil) }
