@@ -26,6 +26,9 @@
 //     io.Copy in one goroutine per direction, the floor a Go proxy cannot
 //     go below.
 //   - gateway: the gateway of the case (below).
+//   - gateway-loop: the same gateway with io_loops: 1, its sessions on an
+//     io_uring loop. Not among the default targets: name it in -targets
+//     (BENCH_TARGETS=direct,gorelay,gateway,gateway-loop) to compare.
 //   - peers (-peers, BENCH_PEERS: name=[user:password@]host:port[#pid]):
 //     endpoints the user runs, a ProxySQL for example, which must forward
 //     to the benchmark's primary with the backend account (or the given

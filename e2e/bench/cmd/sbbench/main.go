@@ -53,9 +53,17 @@ const (
 	targetHAProxy = "haproxy" // HAProxy in TCP mode in front of the primary
 	targetGorelay = "gorelay" // e2e/bench/cmd/gorelay in front of the primary
 	targetGateway = "gateway" // the gateway of the case (main, mux or replicas)
+	// targetGatewayLoop is the gateway of the case with io_loops: 1 (its
+	// sessions on an io_uring loop). Not run unless -targets names it.
+	targetGatewayLoop = "gateway-loop"
 )
 
-var builtinTargets = []string{targetDirect, targetHAProxy, targetGorelay, targetGateway}
+// builtinTargets run when -targets is not given; knownTargets may be
+// given.
+var (
+	builtinTargets = []string{targetDirect, targetHAProxy, targetGorelay, targetGateway}
+	knownTargets   = append(slices.Clone(builtinTargets), targetGatewayLoop)
+)
 
 // peer is an external endpoint the user runs (a ProxySQL, ...), which must
 // forward to the benchmark's primary.
@@ -326,7 +334,7 @@ func parsePeers(v string) ([]peer, error) {
 		if !ok || !peerName.MatchString(name) {
 			return nil, fmt.Errorf("%q: want name=[user:password@]host:port[#pid], the name of letters, digits, _ and -", item)
 		}
-		if slices.Contains(builtinTargets, name) || slices.ContainsFunc(out, func(p peer) bool { return p.Name == name }) {
+		if slices.Contains(knownTargets, name) || slices.ContainsFunc(out, func(p peer) bool { return p.Name == name }) {
 			return nil, fmt.Errorf("%q: the name %s is taken", item, name)
 		}
 		p := peer{Name: name, User: "gateway", Password: "secret"}
@@ -376,8 +384,8 @@ func parseTargets(v string, peers []peer) ([]string, error) {
 		if n == "" || slices.Contains(out, n) {
 			continue
 		}
-		if !slices.Contains(builtinTargets, n) && !slices.ContainsFunc(peers, func(p peer) bool { return p.Name == n }) {
-			return nil, fmt.Errorf("unknown target %q: want direct, haproxy, gorelay, gateway or a name from -peers", n)
+		if !slices.Contains(knownTargets, n) && !slices.ContainsFunc(peers, func(p peer) bool { return p.Name == n }) {
+			return nil, fmt.Errorf("unknown target %q: want direct, haproxy, gorelay, gateway, gateway-loop or a name from -peers", n)
 		}
 		out = append(out, n)
 	}
@@ -662,17 +670,20 @@ func (b *bench) main(ctx context.Context) (err error) {
 // findBinaries checks that the binaries of the selected targets exist and
 // makes their paths absolute.
 func (b *bench) findBinaries() error {
+	checked := map[*string]bool{} // gateway and gateway-loop share one
 	for _, bin := range []struct {
 		target, flag string
 		path         *string
 		build        string
 	}{
 		{targetGateway, "-gateway", &b.s.Gateway, "make build"},
+		{targetGatewayLoop, "-gateway", &b.s.Gateway, "make build"},
 		{targetGorelay, "-gorelay", &b.s.Gorelay, "go build -o bin/gorelay ./e2e/bench/cmd/gorelay"},
 	} {
-		if !slices.Contains(b.s.Targets, bin.target) {
+		if !slices.Contains(b.s.Targets, bin.target) || checked[bin.path] {
 			continue
 		}
+		checked[bin.path] = true
 		abs, err := filepath.Abs(*bin.path)
 		if err != nil {
 			return err
@@ -811,7 +822,7 @@ func (b *bench) collectEnv() {
 		return strings.TrimSpace(string(o))
 	}
 	b.env["sysbench"] = out("sysbench", "--version")
-	if slices.Contains(b.s.Targets, targetGateway) {
+	if slices.Contains(b.s.Targets, targetGateway) || slices.Contains(b.s.Targets, targetGatewayLoop) {
 		b.env["gateway"] = out(b.s.Gateway, "version")
 	}
 	if b.haproxy != "" {
@@ -939,14 +950,21 @@ func (b *bench) direct() target {
 // with a note when it was restarted.
 func (b *bench) proxy(ctx context.Context, c benchCase, tgt string) (*proxyProc, string, error) {
 	name := tgt
-	if tgt == targetGateway {
+	switch tgt {
+	case targetGateway:
 		name = "gateway-" + c.Gateway
+	case targetGatewayLoop:
+		name = "gateway-" + c.Gateway + "-loop"
 	}
 	g := b.proxies[name]
 	if g == nil {
 		g = &proxyProc{kind: tgt, name: name, dir: b.dir, backends: []string{b.db.Addr()}, user: "gateway", pwd: "secret"}
 		switch tgt {
-		case targetGateway:
+		case targetGateway, targetGatewayLoop:
+			g.kind = targetGateway
+			if tgt == targetGatewayLoop {
+				g.ioLoops = 1
+			}
 			g.bin, g.user, g.pwd = b.s.Gateway, "app", "app"
 			g.backends = append(g.backends, b.replica.Addr())
 			g.poolSize, g.replicaReads, g.profile = c.PoolSize, c.ReplicaReads, b.s.CPUProfile
@@ -970,7 +988,7 @@ func (b *bench) proxy(ctx context.Context, c benchCase, tgt string) (*proxyProc,
 	if started {
 		what := ""
 		if g.kind == targetGateway {
-			what = fmt.Sprintf(" (pool %d, replica_reads %s, hot_row %s, consolidation %s)", g.poolSize, onOff(g.replicaReads), onOff(g.hotRow), onOff(g.consolidation))
+			what = fmt.Sprintf(" (pool %d, replica_reads %s, hot_row %s, consolidation %s, io_loops %d)", g.poolSize, onOff(g.replicaReads), onOff(g.hotRow), onOff(g.consolidation), g.ioLoops)
 		}
 		logf("    %s%s on %s, pid %d", g.name, what, g.addr, g.pid())
 	}
@@ -991,7 +1009,7 @@ func (b *bench) runOne(ctx context.Context, c benchCase, tgt string, round, runN
 	proxyPID := 0
 	switch tgt {
 	case targetDirect:
-	case targetHAProxy, targetGorelay, targetGateway:
+	case targetHAProxy, targetGorelay, targetGateway, targetGatewayLoop:
 		var err error
 		g, r.ProxyNote, err = b.proxy(ctx, c, tgt)
 		if err != nil {

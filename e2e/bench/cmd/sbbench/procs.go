@@ -185,6 +185,7 @@ type proxyProc struct {
 	replicaReads  bool
 	hotRow        bool // hot_row: {max_concurrency: 1, max_queue: 64}
 	consolidation bool // consolidation: {enabled: true}
+	ioLoops       int  // io_loops
 	profile       bool // pass --cpuprofile
 
 	addr     string
@@ -213,6 +214,7 @@ func (g *proxyProc) gatewayConfig() string {
 listen: %s
 http_listen: %s
 log: {level: warn}
+io_loops: %d
 users: [{user: %s, password: %s}]
 clusters:
   - name: main
@@ -224,7 +226,7 @@ clusters:
     max_replica_lag: %s
     hot_row: %s
     consolidation: {enabled: %v}
-`, g.addr, g.httpAddr, g.user, g.pwd, strings.Join(quoted, ", "), g.poolSize, onOff(g.replicaReads), maxReplicaLag, hotRow, g.consolidation)
+`, g.addr, g.httpAddr, g.ioLoops, g.user, g.pwd, strings.Join(quoted, ", "), g.poolSize, onOff(g.replicaReads), maxReplicaLag, hotRow, g.consolidation)
 }
 
 // haproxyMaxConn bounds HAProxy's connections (global and per frontend): the

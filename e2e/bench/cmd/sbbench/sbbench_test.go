@@ -306,6 +306,7 @@ func TestTargetsAndPeers(t *testing.T) {
 		{"gateway", "direct,gateway"},
 		{" gateway, px2 ,direct,gateway", "direct,gateway,px2"},
 		{"gorelay,haproxy", "direct,gorelay,haproxy"},
+		{"gateway,gateway-loop", "direct,gateway,gateway-loop"},
 	} {
 		got, err := parseTargets(tc.flag, peers)
 		if err != nil || strings.Join(got, ",") != tc.want {
@@ -372,9 +373,13 @@ func TestHAProxyConfig(t *testing.T) {
 
 func TestGatewayConfig(t *testing.T) {
 	for _, replicaReads := range []bool{false, true} {
+		loops := 0
+		if replicaReads {
+			loops = 1
+		}
 		g := &proxyProc{
 			kind: "gateway", name: "gateway-x", addr: "127.0.0.1:1000", httpAddr: "127.0.0.1:1001", backends: []string{"127.0.0.1:2000", "127.0.0.1:2001"},
-			poolSize: 64, replicaReads: replicaReads, user: "app", pwd: "app",
+			poolSize: 64, replicaReads: replicaReads, user: "app", pwd: "app", ioLoops: loops,
 		}
 		c, err := config.Parse([]byte(g.gatewayConfig()))
 		if err != nil {
@@ -382,7 +387,7 @@ func TestGatewayConfig(t *testing.T) {
 		}
 		cl := c.Clusters[0]
 		if bool(cl.ReplicaReads) != replicaReads || cl.MaxReplicaLag == nil || *cl.MaxReplicaLag != maxReplicaLag || cl.Pool.Size != 64 ||
-			strings.Join(cl.Backends, ",") != "127.0.0.1:2000,127.0.0.1:2001" || c.HTTPListen != "127.0.0.1:1001" {
+			strings.Join(cl.Backends, ",") != "127.0.0.1:2000,127.0.0.1:2001" || c.HTTPListen != "127.0.0.1:1001" || c.IOLoops != loops {
 			t.Fatalf("replica reads %v: parsed %+v, http %s", replicaReads, cl, c.HTTPListen)
 		}
 	}
