@@ -209,9 +209,13 @@ func (t *Task) cancel() {
 
 // run is the loop's goroutine.
 func (l *Loop) run(entries uint32, started chan<- error) {
-	// Never unlocked: the thread ends with the goroutine, and the ring
-	// (single issuer) belongs to it.
+	// The ring (single issuer) belongs to this thread. Unlocked once
+	// the ring is closed: a goroutine that ends locked ends its thread
+	// too, and a thread's end sends its children their parent-death
+	// signal (a child started by another goroutine that ran on this
+	// thread before, with SysProcAttr.Pdeathsig, would be killed).
 	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	r, err := newRing(entries)
 	if err != nil {
 		started <- fmt.Errorf("ioloop: %w", err)

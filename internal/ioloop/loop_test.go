@@ -5,8 +5,10 @@ package ioloop
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 	"testing"
@@ -417,4 +419,45 @@ func TestClose(t *testing.T) {
 		t.Errorf("Go after Close: %v, want ErrClosed", err)
 	}
 	l.Close() // a second Close returns
+}
+
+// TestCloseKeepsThread: a closed loop gives its thread back to the
+// runtime instead of ending it. (A thread's end sends the children it
+// forked their parent-death signal: a loop that ended on a thread that had
+// started a process with SysProcAttr.Pdeathsig killed that process, a
+// test's MariaDB for one.)
+func TestCloseKeepsThread(t *testing.T) {
+	// Several loops at once, so that some run on other threads than the
+	// main one (which the runtime never ends).
+	var loops []*Loop
+	var tids []int
+	for range 4 {
+		l, err := New(Config{})
+		if err != nil {
+			t.Skipf("no io_uring here: %v", err)
+		}
+		loops = append(loops, l)
+		got := make(chan int, 1)
+		if err := l.Go(func(*Task) { got <- syscall.Gettid() }); err != nil {
+			t.Fatal(err)
+		}
+		tids = append(tids, <-got)
+	}
+	for _, l := range loops {
+		l.Close()
+	}
+	time.Sleep(50 * time.Millisecond) // an ending thread is gone by then
+	checked := 0
+	for _, tid := range tids {
+		if tid == os.Getpid() {
+			continue
+		}
+		checked++
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", os.Getpid(), tid)); err != nil {
+			t.Errorf("a loop's thread ended with the loop: %v", err)
+		}
+	}
+	if checked == 0 {
+		t.Skip("every loop ran on the main thread")
+	}
 }
