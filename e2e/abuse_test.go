@@ -226,7 +226,8 @@ func testWriteTimeoutCutsStalledReader(t *testing.T, loops int) {
 		t.Fatal(err)
 	}
 	defer bc.Close()
-	if tc, ok := bc.NetConn().(*net.TCPConn); ok {
+	// NetConn is the wire socket; its NetConn, the TCP connection.
+	if tc, ok := bc.NetConn().(interface{ NetConn() net.Conn }).NetConn().(*net.TCPConn); ok {
 		_ = tc.SetReadBuffer(4096)
 	}
 	// About 200 MB of result: far more than socket buffers hold.

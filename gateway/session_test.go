@@ -148,7 +148,8 @@ func TestSyncFailureMovesToAnotherConnection(t *testing.T) {
 	if err != nil {
 		t.Fatalf("backend: %v; want another connection", err)
 	}
-	if _, broken := conn.Conn.NetConn().(brokenConn); broken {
+	// NetConn is the wire socket; its NetConn, the connection dialed.
+	if _, broken := conn.Conn.NetConn().(interface{ NetConn() net.Conn }).NetConn().(brokenConn); broken {
 		t.Fatal("the broken connection serves the statement")
 	}
 	if dials != 2 {

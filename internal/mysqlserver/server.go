@@ -33,10 +33,10 @@ type Conn interface {
 }
 
 // TaskConn is a Conn that can run on an io_uring loop (see ioloop):
-// ServeTask is Serve as the loop task t, which makes the connection's
-// reads and writes (and those of any connection it hands t to). A
-// TaskConn's InterruptIfIdle and ForceClose must reach its task through
-// its sockets' deadlines and closes (see wire.Conn.SetTask).
+// ServeTask is Serve run as the loop task t, and t makes the reads and
+// writes of the connection (and of any other connection the Conn hands
+// t). A TaskConn's InterruptIfIdle and ForceClose must reach its task
+// through its sockets' deadlines and closes (see wire.Conn.SetTask).
 type TaskConn interface {
 	Conn
 	ServeTask(t *ioloop.Task)
