@@ -174,10 +174,11 @@ func (l *Loop) post(fn func(), newTask bool) bool {
 		return false
 	}
 	l.inbox = append(l.inbox, fn)
-	wake := !l.signaled
-	l.signaled = true
-	l.mu.Unlock()
-	if wake {
+	if !l.signaled {
+		// Under mu: the loop closes efd only after it set exited under
+		// mu, so this never writes to a closed descriptor's number
+		// (which a new socket may have taken).
+		l.signaled = true
 		one := [8]byte{1}
 		for {
 			_, err := syscall.Write(l.efd, one[:])
@@ -186,6 +187,7 @@ func (l *Loop) post(fn func(), newTask bool) bool {
 			}
 		}
 	}
+	l.mu.Unlock()
 	return true
 }
 
@@ -275,12 +277,10 @@ func (l *Loop) takeInbox() {
 }
 
 // start makes fn a task and runs it to its first wait.
+// A task that starts after Close reached the loop runs too (its I/O fails
+// with ErrClosed): Go reported success, and its caller counts on fn
+// running.
 func (l *Loop) start(fn func(*Task)) {
-	if l.stop {
-		// Close reached the loop first: the task never starts. (Go
-		// reported success; fn is dropped as if it returned at once.)
-		return
-	}
 	t := &Task{l: l, fn: fn}
 	if n := len(l.free); n > 0 {
 		t.slot = l.free[n-1]
