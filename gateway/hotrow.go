@@ -424,7 +424,11 @@ next:
 		if ss.hotTxn == nil {
 			ss.hotTxn = &hotTxn{}
 		}
-		held, refusal := c.hot.acquire(ss.statementContext(), ss.hotTxn, k, cfg, ss.client.PeerGone, ss.blocking)
+		var block func(func()) // on a goroutine the wait just runs
+		if ss.task != nil {
+			block = ss.blocking
+		}
+		held, refusal := c.hot.acquire(ss.statementContext(), ss.hotTxn, k, cfg, ss.client.PeerGone, block)
 		ss.proc.waiting(waitNone)
 		if held {
 			ss.hotHeld = append(ss.hotHeld, hotHold{h: &c.hot, slot: i})
