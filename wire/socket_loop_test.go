@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"syscall"
 	"testing"
 	"time"
 
@@ -119,17 +118,8 @@ func TestLoopSendCommand(t *testing.T) {
 				t.Errorf("answer %q %v, want %q", p, err, want)
 			}
 		}
-		ping := []byte{ComPing}
-		allocs := testing.AllocsPerRun(50, func() {
-			if err := c.SendCommand(ping); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := c.ReadPacket(); err != nil {
-				t.Fatal(err)
-			}
-		})
-		if allocs != 0 {
-			t.Errorf("%.1f allocations per SendCommand and answer on a task, want 0", allocs)
+		if allocs, err := sendCommandAllocs(c); err != nil || allocs != 0 {
+			t.Errorf("%.1f allocations per SendCommand and answer on a task (%v), want 0", allocs, err)
 		}
 	}, c)
 }
@@ -142,16 +132,7 @@ func TestLoopSendCommandFailure(t *testing.T) {
 	if err := a.(*net.TCPConn).CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
-	onTask(t, func(*ioloop.Task) {
-		if err := c.SendCommand([]byte{ComPing}); err != nil {
-			t.Error(err)
-		}
-		_, err := c.ReadPacket()
-		var se *SendError
-		if !errors.As(err, &se) || !errors.Is(err, syscall.EPIPE) {
-			t.Errorf("read after a failed send: %v, want a SendError with EPIPE", err)
-		}
-	}, c)
+	onTask(t, func(*ioloop.Task) { checkSendFailure(t, c) }, c)
 }
 
 // Another goroutine ends a task's wait by moving the read deadline to now

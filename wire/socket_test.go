@@ -191,17 +191,39 @@ func TestSendCommandSkipsEmptyRead(t *testing.T) {
 	if reads != n {
 		t.Errorf("%d read calls for %d answers, want one each", reads, n)
 	}
+	if allocs, err := sendCommandAllocs(c); err != nil || allocs != 0 {
+		t.Errorf("%.1f allocations per SendCommand and answer (%v), want 0", allocs, err)
+	}
+}
+
+// sendCommandAllocs counts the allocations of a SendCommand and the read
+// of its answer on c, whose peer answers every command; err is the first
+// failure. (Not t.Fatal: it also runs on loop tasks.)
+func sendCommandAllocs(c *Conn) (allocs float64, err error) {
 	ping := []byte{ComPing}
-	allocs := testing.AllocsPerRun(50, func() {
-		if err := c.SendCommand(ping); err != nil {
-			t.Fatal(err)
+	allocs = testing.AllocsPerRun(50, func() {
+		if err == nil {
+			err = c.SendCommand(ping)
 		}
-		if _, err := c.ReadPacket(); err != nil {
-			t.Fatal(err)
+		if err == nil {
+			_, err = c.ReadPacket()
 		}
 	})
-	if allocs != 0 {
-		t.Errorf("%.1f allocations per SendCommand and answer, want 0", allocs)
+	return allocs, err
+}
+
+// checkSendFailure sends a command on c, whose socket can no longer send,
+// and checks that the read of its answer fails with a SendError of EPIPE.
+func checkSendFailure(t *testing.T, c *Conn) {
+	t.Helper()
+	if err := c.SendCommand([]byte{ComPing}); err != nil {
+		t.Error(err)
+		return
+	}
+	_, err := c.ReadPacket()
+	var se *SendError
+	if !errors.As(err, &se) || !errors.Is(err, syscall.EPIPE) {
+		t.Errorf("read after a failed send: %v, want a SendError with EPIPE", err)
 	}
 }
 
@@ -260,14 +282,7 @@ func TestSendCommandFailure(t *testing.T) {
 	if err := a.(*net.TCPConn).CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SendCommand([]byte{ComPing}); err != nil {
-		t.Fatal(err)
-	}
-	_, err := c.ReadPacket()
-	var se *SendError
-	if !errors.As(err, &se) || !errors.Is(err, syscall.EPIPE) {
-		t.Fatalf("read after a failed send: %v, want a SendError with EPIPE", err)
-	}
+	checkSendFailure(t, c)
 
 	a, _ = tcpPair(t)
 	c = NewConn(a, 4096, 4096)
@@ -275,6 +290,7 @@ func TestSendCommandFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = a.SetReadDeadline(time.Now().Add(-time.Second))
+	var se *SendError
 	if _, err := c.ReadPacket(); !errors.As(err, &se) || !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("read past its deadline with a command held: %v, want a SendError that timed out", err)
 	}
