@@ -22,7 +22,7 @@ TEST_FUZZTIME ?= 3000x
 DIFFFUZZ_SCRIPTS ?= 1000
 FUZZ_PKGS ?= ./wire ./querypath
 
-.PHONY: build run run-fleet test lint clean bench fuzz
+.PHONY: build run run-fleet test lint clean bench bench-memory fuzz
 
 build:
 	$(GO) build -o bin/gateway ./cmd/gateway
@@ -64,6 +64,11 @@ bench: build
 	$(GO) build -o bin/sbbench ./e2e/bench/cmd/sbbench
 	$(GO) build -o bin/gorelay ./e2e/bench/cmd/gorelay
 	bin/sbbench -gateway bin/gateway -gorelay bin/gorelay
+
+# The gateway's resident memory with many idle clients (plain and TLS):
+# benchmarks of the e2e package, run once each.
+bench-memory:
+	$(GO) test -count=1 -run '^$$' -bench ClientMemory -benchtime 1x ./e2e/
 
 # One target at a time (go test -fuzz takes one); the last "execs:" line of
 # each run is the count. Every target runs even when one finds a crasher;

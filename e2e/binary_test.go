@@ -20,7 +20,7 @@ import (
 )
 
 // buildGateway builds cmd/gateway into a temporary directory.
-func buildGateway(t *testing.T) string {
+func buildGateway(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "gateway")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/directgate/directgate/cmd/gateway").CombinedOutput()

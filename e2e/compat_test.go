@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/directgate/directgate/e2e/mariadbtest"
 	"github.com/directgate/directgate/wire"
 	"github.com/go-sql-driver/mysql"
 )
@@ -678,27 +679,34 @@ func dialWithoutLocalFiles(t *testing.T, tg target) *wire.BackendConn {
 	return nil
 }
 
-// startBigPacketGateway starts a second gateway in front of the shared
-// MariaDB with max_allowed_packet 64 MiB (the shared one has 1 MiB), after
-// raising MariaDB's max_allowed_packet to match for new connections.
-func startBigPacketGateway(t *testing.T) string {
+// bigPacketStack is the big-packet test's own MariaDB, with
+// max_allowed_packet 64 MiB (the shared one has 1 MiB) and no binary log
+// (writing 100 MiB of rows to it twice is most of the test's time), and a
+// gateway in front of it with the same limit.
+type bigPacketStack struct {
+	db *mariadbtest.Server
+	gw string
+}
+
+func startBigPacketStack(t *testing.T) bigPacketStack {
 	t.Helper()
-	root, err := shared.db.RootDB()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, err := mariadbtest.Start(ctx, mariadbtest.Options{
+		NoBinlog:  true,
+		ExtraArgs: []string{"--max-allowed-packet=67108864"},
+		Users:     []mariadbtest.User{{Name: backendUser, Password: backendPass}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	root, err := srv.RootDB()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	var old string
-	if err := root.QueryRow("SELECT @@GLOBAL.max_allowed_packet").Scan(&old); err != nil {
-		t.Fatal(err)
-	}
-	mustExec(t, root, "SET GLOBAL max_allowed_packet = 67108864")
-	t.Cleanup(func() {
-		if root, err := shared.db.RootDB(); err == nil {
-			root.Exec("SET GLOBAL max_allowed_packet = " + old)
-			root.Close()
-		}
-	})
+	mustExec(t, root, "CREATE DATABASE "+testDB)
 	yaml := fmt.Sprintf(`
 listen: 127.0.0.1:0
 http_listen: "off"
@@ -712,8 +720,8 @@ clusters:
     backend_password: %s
     backends: [%q]
     pool: {size: 4, min_idle: 1, max_dials: 2, acquire_timeout: 20s}
-`, logLevel(), appUser, appPass, backendUser, backendPass, shared.db.Addr())
-	return startTestGateway(t, "gateway-bigpacket", yaml).Addr().String()
+`, logLevel(), appUser, appPass, backendUser, backendPass, srv.Addr())
+	return bigPacketStack{db: srv, gw: startTestGateway(t, "gateway-bigpacket", yaml).Addr().String()}
 }
 
 // TestPacketsOver16MiB: statements, arguments and rows larger than one
@@ -724,25 +732,31 @@ func TestPacketsOver16MiB(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	addr := startBigPacketGateway(t)
-	mustExec(t, direct(t), "DROP TABLE IF EXISTS big_pkt", "CREATE TABLE big_pkt (id INT PRIMARY KEY, b LONGBLOB)")
-	for _, tg := range []target{targets()[0], {name: "gateway", gateway: true, addr: addr, user: appUser, pass: appPass}} {
+	// Parallel: its own server, gateway and tables (see the package doc);
+	// the two targets run side by side, each on a table of its own.
+	t.Parallel()
+	st := startBigPacketStack(t)
+	for _, tg := range []target{
+		{name: "direct", addr: st.db.Addr(), user: backendUser, pass: backendPass},
+		{name: "gateway", gateway: true, addr: st.gw, user: appUser, pass: appPass},
+	} {
 		t.Run(tg.name, func(t *testing.T) {
-			mustExec(t, direct(t), "DELETE FROM big_pkt")
+			t.Parallel()
 			conn := tg.session(t, func(c *mysql.Config) {
 				binaryProtocol(c)
 				c.MaxAllowedPacket = 64 << 20
 				c.ReadTimeout, c.WriteTimeout = 2*time.Minute, 2*time.Minute
 			})
-			bigPackets(t, conn)
+			bigPackets(t, conn, open(t, st.db.DSN(backendUser, backendPass, testDB)), "big_pkt_"+tg.name)
 		})
 	}
-	mustExec(t, direct(t), "DROP TABLE big_pkt")
 }
 
-// bigPackets writes and reads back values larger than a protocol packet.
-func bigPackets(t *testing.T, conn *sql.Conn) {
+// bigPackets writes and reads back values larger than a protocol packet
+// through conn, in the table it creates; db writes to the server directly.
+func bigPackets(t *testing.T, conn *sql.Conn, db *sql.DB, table string) {
 	ctx := context.Background()
+	run(t, conn, "CREATE TABLE "+table+" (id INT PRIMARY KEY, b LONGBLOB)")
 	blob := func(n int, seed byte) []byte {
 		b := make([]byte, n)
 		for i := range b {
@@ -754,7 +768,7 @@ func bigPackets(t *testing.T, conn *sql.Conn) {
 		t.Helper()
 		var n int
 		var sum string
-		if err := conn.QueryRowContext(ctx, fmt.Sprintf("SELECT LENGTH(b), MD5(b) FROM big_pkt WHERE id = %d", id)).Scan(&n, &sum); err != nil {
+		if err := conn.QueryRowContext(ctx, fmt.Sprintf("SELECT LENGTH(b), MD5(b) FROM "+table+" WHERE id = %d", id)).Scan(&n, &sum); err != nil {
 			t.Fatal(err)
 		}
 		if n != len(want) || sum != fmt.Sprintf("%x", md5.Sum(want)) {
@@ -762,7 +776,7 @@ func bigPackets(t *testing.T, conn *sql.Conn) {
 		}
 		// Text protocol row of the whole value.
 		var got []byte
-		if err := conn.QueryRowContext(ctx, fmt.Sprintf("SELECT b FROM big_pkt WHERE id = %d", id)).Scan(&got); err != nil {
+		if err := conn.QueryRowContext(ctx, fmt.Sprintf("SELECT b FROM "+table+" WHERE id = %d", id)).Scan(&got); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
@@ -770,38 +784,40 @@ func bigPackets(t *testing.T, conn *sql.Conn) {
 		}
 		// Binary protocol row.
 		got = nil
-		if err := conn.QueryRowContext(ctx, "SELECT b FROM big_pkt WHERE id = ?", id).Scan(&got); err != nil {
+		if err := conn.QueryRowContext(ctx, "SELECT b FROM "+table+" WHERE id = ?", id).Scan(&got); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
 			t.Fatalf("row %d read back (binary protocol) differs: %d bytes", id, len(got))
 		}
 	}
-	// Reading first: a 20 MiB row written directly.
-	b0 := blob(20<<20, 5)
-	if _, err := direct(t).Exec("INSERT INTO big_pkt VALUES (0, ?)", b0); err != nil {
+	// Just past one packet: 16 MiB + 64 KiB.
+	const overOne = 16<<20 + 64<<10
+	// Reading first: a row of overOne bytes written directly.
+	b0 := blob(overOne, 5)
+	if _, err := db.Exec("INSERT INTO "+table+" VALUES (0, ?)", b0); err != nil {
 		t.Fatal(err)
 	}
 	check(0, b0)
-	// A 20 MiB text statement.
-	b1 := blob(20<<20, 0)
-	run(t, conn, "INSERT INTO big_pkt VALUES (1, '"+string(b1)+"')")
+	// A text statement of two packets.
+	b1 := blob(overOne, 0)
+	run(t, conn, "INSERT INTO "+table+" VALUES (1, '"+string(b1)+"')")
 	check(1, b1)
 	// A statement whose COM_QUERY payload is exactly 16 MiB - 1 bytes.
-	prefix, suffix := "INSERT INTO big_pkt VALUES (2, '", "')"
+	prefix, suffix := "INSERT INTO "+table+" VALUES (2, '", "')"
 	b2 := blob(wire.MaxPacketPayload-1-len(prefix)-len(suffix), 3)
 	run(t, conn, prefix+string(b2)+suffix)
 	check(2, b2)
-	// A 20 MiB argument inside COM_STMT_EXECUTE (below go-sql-driver's
-	// long-data threshold of max_allowed_packet / 3).
-	b3 := blob(20<<20, 7)
-	if _, err := conn.ExecContext(ctx, "INSERT INTO big_pkt VALUES (?, ?)", 3, b3); err != nil {
+	// An argument of two packets inside COM_STMT_EXECUTE (below
+	// go-sql-driver's long-data threshold of max_allowed_packet / 3).
+	b3 := blob(overOne, 7)
+	if _, err := conn.ExecContext(ctx, "INSERT INTO "+table+" VALUES (?, ?)", 3, b3); err != nil {
 		t.Fatal(err)
 	}
 	check(3, b3)
-	// A 40 MiB statement: three packets.
-	b4 := blob(40<<20, 11)
-	run(t, conn, "INSERT INTO big_pkt VALUES (4, '"+string(b4)+"')")
+	// A statement of three packets.
+	b4 := blob(16<<20+overOne, 11)
+	run(t, conn, "INSERT INTO "+table+" VALUES (4, '"+string(b4)+"')")
 	check(4, b4)
 }
 

@@ -18,7 +18,7 @@ import (
 )
 
 // rssKiB reads a process's resident set size.
-func rssKiB(t *testing.T, pid int) int64 {
+func rssKiB(t testing.TB, pid int) int64 {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -34,18 +34,20 @@ func rssKiB(t *testing.T, pid int) int64 {
 	return 0
 }
 
-// TestIdleClientMemory measures the gateway's resident memory with many
-// idle client connections (logged in, no statement running), against the
-// budget in the README. The gateway runs as its own process.
-func TestIdleClientMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short")
-	}
+// BenchmarkIdleClientMemory measures the gateway's resident memory with
+// many idle client connections (logged in, no statement running), and its
+// peak with 1,000 of them busy for 3 s on a pool of 8 backend connections,
+// for the budget in the README. The gateway runs as its own process (not
+// built with -race). A measurement, not a speed: it runs once whatever
+// b.N is; run it with -benchtime 1x:
+//
+//	go test -run '^$' -bench ClientMemory -benchtime 1x ./e2e/
+func BenchmarkIdleClientMemory(b *testing.B) {
 	clients := raiseFileLimit(10_000)
-	pid, addr := startGatewayProcess(t, "max_client_connections: 20000")
-	conns, base := dialIdle(t, pid, addr, clients, nil)
-	rss := rssKiB(t, pid)
-	t.Logf("gateway RSS: %d MiB with 1 idle client, %d MiB with %d idle clients (%.1f KiB per client)",
+	pid, addr := startGatewayProcess(b, "max_client_connections: 20000")
+	conns, base := dialIdle(b, pid, addr, clients, nil)
+	rss := rssKiB(b, pid)
+	b.Logf("gateway RSS: %d MiB with 1 idle client, %d MiB with %d idle clients (%.1f KiB per client)",
 		base>>10, rss>>10, len(conns), float64(rss-base)/float64(len(conns)))
 
 	// 1,000 of them busy for a few seconds (pool of 8 backend connections).
@@ -73,33 +75,38 @@ func TestIdleClientMemory(t *testing.T) {
 	}
 	peak := rss
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		peak = max(peak, rssKiB(t, pid))
+		peak = max(peak, rssKiB(b, pid))
 	}
 	close(stop)
 	for range active {
 		if err := <-errs; err != nil {
-			t.Fatalf("active client: %v", err)
+			b.Fatalf("active client: %v", err)
 		}
 	}
-	t.Logf("gateway RSS: peak %d MiB with %d active clients (of %d connected), %d statements in 3 s",
+	b.Logf("gateway RSS: peak %d MiB with %d active clients (of %d connected), %d statements in 3 s",
 		peak>>10, active, len(conns), queries.Load())
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(rss-base)/float64(len(conns)), "KiB/idle-client")
+	b.ReportMetric(float64(rss)/1024, "MiB-idle")
+	b.ReportMetric(float64(peak)/1024, "MiB-peak-busy")
 }
 
-// TestIdleTLSClientMemory measures the gateway's resident memory per idle
-// client connection that logged in over TLS.
-func TestIdleTLSClientMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short")
-	}
+// BenchmarkIdleTLSClientMemory measures the gateway's resident memory per
+// idle client connection that logged in over TLS (2,000 of them); see
+// BenchmarkIdleClientMemory.
+func BenchmarkIdleTLSClientMemory(b *testing.B) {
 	const clients = 2000
-	pki := newPKI(t)
-	cert, key := pki.issue(t, "gateway", 2, true, false)
-	pid, addr := startGatewayProcess(t, fmt.Sprintf("max_client_connections: 20000\ntls: {cert: %s, key: %s}", cert, key))
+	pki := newPKI(b)
+	cert, key := pki.issue(b, "gateway", 2, true, false)
+	pid, addr := startGatewayProcess(b, fmt.Sprintf("max_client_connections: 20000\ntls: {cert: %s, key: %s}", cert, key))
 	// The test's own certificate.
-	conns, base := dialIdle(t, pid, addr, clients, &tls.Config{InsecureSkipVerify: true})
-	rss := rssKiB(t, pid)
-	t.Logf("gateway RSS: %d MiB with 1 idle TLS client, %d MiB with %d (%.1f KiB per TLS client)",
+	conns, base := dialIdle(b, pid, addr, clients, &tls.Config{InsecureSkipVerify: true})
+	rss := rssKiB(b, pid)
+	b.Logf("gateway RSS: %d MiB with 1 idle TLS client, %d MiB with %d (%.1f KiB per TLS client)",
 		base>>10, rss>>10, len(conns), float64(rss-base)/float64(len(conns)))
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(rss-base)/float64(len(conns)), "KiB/idle-client")
+	b.ReportMetric(float64(rss)/1024, "MiB-idle")
 }
 
 // raiseFileLimit raises the soft open-file limit for n client connections
@@ -118,7 +125,7 @@ func raiseFileLimit(n int) int {
 // startGatewayProcess runs the gateway binary on a free address with the
 // opsYAML config plus the top-level keys top, stops it with SIGTERM when
 // the test ends, and returns its pid and MySQL address.
-func startGatewayProcess(t *testing.T, top string) (pid int, addr string) {
+func startGatewayProcess(t testing.TB, top string) (pid int, addr string) {
 	t.Helper()
 	bin := buildGateway(t)
 	addr = freeAddr(t)
@@ -138,7 +145,7 @@ func startGatewayProcess(t *testing.T, top string) (pid int, addr string) {
 // dialIdle logs in n clients (plain, or TLS with tlsConf) and keeps them
 // idle; they are closed when the test ends. base is the gateway's RSS
 // with the first one connected.
-func dialIdle(t *testing.T, pid int, addr string, n int, tlsConf *tls.Config) (conns []*wire.BackendConn, base int64) {
+func dialIdle(t testing.TB, pid int, addr string, n int, tlsConf *tls.Config) (conns []*wire.BackendConn, base int64) {
 	t.Helper()
 	t.Cleanup(func() {
 		for _, c := range conns {

@@ -146,7 +146,7 @@ clusters:
 
 func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o600) }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

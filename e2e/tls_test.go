@@ -40,7 +40,7 @@ type testPKI struct {
 	pool   *x509.CertPool
 }
 
-func newPKI(t *testing.T) *testPKI {
+func newPKI(t testing.TB) *testPKI {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -64,7 +64,7 @@ func newPKI(t *testing.T) *testPKI {
 	return p
 }
 
-func writePEM(t *testing.T, path, typ string, der []byte) {
+func writePEM(t testing.TB, path, typ string, der []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func writePEM(t *testing.T, path, typ string, der []byte) {
 // issue writes a certificate signed by the CA (or self-signed when
 // selfSigned) and its key, named name.pem and name-key.pem. Server
 // certificates name 127.0.0.1 and localhost.
-func (p *testPKI) issue(t *testing.T, name string, serial int64, server, selfSigned bool) (certFile, keyFile string) {
+func (p *testPKI) issue(t testing.TB, name string, serial int64, server, selfSigned bool) (certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
