@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/directgate/directgate/gateway"
 )
 
 // KILL QUERY ends a statement that waits at the gateway (for a hot row's
@@ -18,11 +20,12 @@ func TestKillQueryEndsGatewayWaits(t *testing.T) {
 		pool         int
 		hold, stmt   string
 		state        string
+		offload      string // the wait's reason in directgate_io_loop_session_offloads_total
 	}{
 		{"hot row", "{max_concurrency: 1, max_wait: 30s}", 4, "UPDATE hotrow SET n = n + 1 WHERE id = 1",
-			"UPDATE hotrow SET n = n + 1 WHERE id = 1", "Waiting for a hot row at the gateway"},
+			"UPDATE hotrow SET n = n + 1 WHERE id = 1", "Waiting for a hot row at the gateway", "hot_row"},
 		{"pool", "{max_concurrency: 0}", 1, "UPDATE hotrow SET n = n + 1 WHERE id = 2",
-			"SELECT n FROM hotrow WHERE id = 3", "Waiting for a pooled backend connection at the gateway"},
+			"SELECT n FROM hotrow WHERE id = 3", "Waiting for a pooled backend connection at the gateway", "pool"},
 	}
 	for _, c := range cases {
 		forIOLoops(t, c.name, func(t *testing.T, loops int) {
@@ -75,8 +78,63 @@ func TestKillQueryEndsGatewayWaits(t *testing.T) {
 			if err := waiter.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&again); err != nil || again != id {
 				t.Fatalf("the session after the kill: %d, %v", again, err)
 			}
+			// The loop's metrics say where the waits went.
+			offloads := func(reason string) float64 {
+				return metricValue(t, srv, "directgate_io_loop_session_offloads_total", map[string]string{"reason": reason})
+			}
+			if loops == 0 {
+				if n := offloads(c.offload) + offloads("kill"); n != 0 {
+					t.Errorf("sessions on goroutines counted %v offloads", n)
+				}
+				return
+			}
+			if offloads(c.offload) < 1 || offloads("kill") < 1 {
+				t.Errorf("offloads: %s %v, kill %v; want each at least 1", c.offload, offloads(c.offload), offloads("kill"))
+			}
+			if c.offload == "pool" {
+				if n := metricValue(t, srv, "directgate_io_loop_connection_polls_total", map[string]string{"outcome": "gave_up"}); n < 1 {
+					t.Errorf("polls for a connection that gave up: %v, want at least 1", n)
+				}
+			}
+			loop0 := map[string]string{"loop": "0"}
+			if n := metricValue(t, srv, "directgate_io_loop_enters_total", loop0); n < 1 {
+				t.Errorf("io_uring_enter calls: %v", n)
+			}
+			if n := metricValue(t, srv, "directgate_io_loop_sessions", loop0); n < 3 {
+				t.Errorf("sessions on the loop: %v, want the waiter's, the killer's and the admin's at least", n)
+			}
 		})
 	}
+}
+
+// metricValue is the value of the series of srv's metric name with the
+// labels (missing: 0).
+func metricValue(t *testing.T, srv *gateway.Server, name string, labels map[string]string) float64 {
+	t.Helper()
+	fams, err := srv.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fam := range fams {
+		if fam.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range fam.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if want, ok := labels[lp.GetName()]; ok && want != lp.GetValue() {
+					continue next
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				return m.Counter.GetValue()
+			case m.Gauge != nil:
+				return m.Gauge.GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 // killWaitYAML is the hot-row tests' gateway with pool size pool.

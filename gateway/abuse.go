@@ -62,6 +62,6 @@ func (ss *Session) authFailed(user string) {
 	cfg := ss.srv.cfg
 	if d := ss.srv.logins.Failed(addrOf(ss.nc.RemoteAddr()), user, cfg.AuthFailureLimit, *cfg.AuthFailureDelay); d > 0 {
 		ss.log.Debug("delaying a failed login: too many from this address or for this user", "delay", d)
-		ss.blocking(func() { time.Sleep(d) })
+		ss.blocking(offloadLoginDelay, func() { time.Sleep(d) })
 	}
 }

@@ -386,7 +386,7 @@ func (c *cluster) queryPrimary(ss *Session, sql string, fn func(row [][]byte)) e
 		return err
 	}
 	// A connection of its own, with whatever waits that takes.
-	ss.blocking(func() {
+	ss.blocking(offloadOwnQuery, func() {
 		var l *pools.Lease[*backendConn]
 		if l, err = p.Acquire(ss.statementContext()); err != nil {
 			return

@@ -144,7 +144,7 @@ func (ss *Session) kill(id uint64, query bool) error {
 	// KILL CONNECTION closes first, so the target's client gets no error
 	// packet from the interrupted statement.
 	var err error
-	ss.blocking(func() { err = target.killStatement(!query) })
+	ss.blocking(offloadKill, func() { err = target.killStatement(!query) })
 	if err != nil {
 		return ss.writeErr(toClientError(err))
 	}

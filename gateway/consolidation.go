@@ -313,7 +313,7 @@ func (ss *Session) awaitLeader(f *flight) *wire.SQLError {
 	default:
 	}
 	var e *wire.SQLError
-	ss.blocking(func() { e = ss.waitLeader(f) })
+	ss.blocking(offloadConsolidation, func() { e = ss.waitLeader(f) })
 	return e
 }
 

@@ -426,7 +426,7 @@ next:
 		}
 		var block func(func()) // on a goroutine the wait just runs
 		if ss.task != nil {
-			block = ss.blocking
+			block = func(fn func()) { ss.blocking(offloadHotRow, fn) }
 		}
 		held, refusal := c.hot.acquire(ss.statementContext(), ss.hotTxn, k, cfg, ss.client.PeerGone, block)
 		ss.proc.waiting(waitNone)

@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"os"
+	"runtime"
+	"strings"
 	"time"
 
 	"github.com/directgate/directgate/internal/ioloop"
@@ -28,27 +31,50 @@ import (
 // sessions on goroutines, with a warning.
 func (s *Server) startLoops() {
 	n := s.cfg.IOLoops
+	if n == 0 {
+		return
+	}
+	hold := holdProcessors(n, runtime.GOMAXPROCS(0), os.Getenv("GODEBUG"))
+	loops := make([]*ioloop.Loop, 0, n)
 	for range n {
-		l, err := ioloop.New(ioloop.Config{})
+		l, err := ioloop.New(ioloop.Config{HoldProcessor: hold})
 		if err != nil {
 			s.log.Warn("io_loops: io_uring is not available here; sessions run on goroutines", "error", err)
-			s.closeLoops()
+			for _, l := range loops {
+				l.Close()
+			}
 			return
 		}
-		s.loops = append(s.loops, l)
+		loops = append(loops, l)
 	}
-	if n > 0 {
-		s.log.Info("sessions run on io_uring loops", "io_loops", n)
+	s.log.Info("sessions run on io_uring loops", "io_loops", n, "hold_processors", hold)
+	s.loops.Store(&loops)
+	s.front.RunOnLoops(loops)
+}
+
+// holdProcessors reports whether n loops keep their Go processors while
+// they wait (ioloop.Config.HoldProcessor): only while that leaves at
+// least one of gomaxprocs to the other goroutines (the pool waits,
+// owner statements and health checks that sessions offload, the
+// listener, the garbage collector's workers), and only with the runtime's
+// asynchronous preemption on, whose signal frees a held processor for a
+// stop of the world.
+func holdProcessors(n, gomaxprocs int, godebug string) bool {
+	for _, kv := range strings.Split(godebug, ",") {
+		if strings.TrimSpace(kv) == "asyncpreemptoff=1" {
+			return false
+		}
 	}
-	s.front.RunOnLoops(s.loops)
+	return n > 0 && n < gomaxprocs
 }
 
 // closeLoops stops the loops, once no session runs on them.
 func (s *Server) closeLoops() {
-	for _, l := range s.loops {
-		l.Close()
+	if loops := s.loops.Swap(nil); loops != nil {
+		for _, l := range *loops {
+			l.Close()
+		}
 	}
-	s.loops = nil
 }
 
 // ServeTask implements mysqlserver.TaskConn: Serve as the loop task t.
@@ -69,20 +95,44 @@ func (ss *Session) setTask(t *ioloop.Task) {
 }
 
 // blocking runs fn, which may wait for something other than the
-// session's own sockets. On a loop it runs on a goroutine while the
-// session's task waits, with the session's sockets given back to
-// goroutines meanwhile (fn may read and write them, lease or give back
-// connections); elsewhere it just runs.
-func (ss *Session) blocking(fn func()) {
+// session's own sockets (why says what, for the metrics). On a loop it
+// runs on a goroutine while the session's task waits, with the session's
+// sockets given back to goroutines meanwhile (fn may read and write them,
+// lease or give back connections); elsewhere it just runs.
+func (ss *Session) blocking(why offloadReason, fn func()) {
 	t := ss.task
 	if t == nil {
 		fn()
 		return
 	}
+	ss.srv.metrics.offload(why)
 	ss.setTask(nil)
 	t.Offload(fn)
 	ss.setTask(t)
 }
+
+// offloadReason is what a session on a loop waited for on a goroutine
+// (Session.blocking), the reason label of
+// directgate_io_loop_session_offloads_total.
+type offloadReason uint8
+
+const (
+	offloadPool          offloadReason = iota // a pooled connection, none idle
+	offloadShare                              // the user's max_pool_share
+	offloadBuffer                             // a primary, in the failover buffer
+	offloadThrottle                           // the throttler's admission
+	offloadHotRow                             // a hot row's turn
+	offloadConsolidation                      // a consolidated read's leader
+	offloadOwner                              // a statement forwarded to the owner
+	offloadKill                               // a KILL of another session's statement
+	offloadOwnQuery                           // a query of the gateway's own
+	offloadLoginDelay                         // the failed-login delay
+	numOffloadReasons
+)
+
+var offloadNames = [numOffloadReasons]string{"pool", "pool_share", "failover_buffer", "throttle", "hot_row", "consolidation", "owner", "kill", "own_query", "login_delay"}
+
+func (r offloadReason) String() string { return offloadNames[r] }
 
 // acquire leases a connection from pool: an idle one at once, else, on a
 // loop, through blocking (a wait for a release or a dial). While every
@@ -98,20 +148,27 @@ func (ss *Session) acquire(pool *pools.Pool[*backendConn]) (l *pools.Lease[*back
 	var until time.Time
 	for {
 		if l, ok := pool.TryAcquire(); ok {
+			if !until.IsZero() {
+				ss.srv.metrics.connectionPoll(true)
+			}
 			return l, nil
 		}
 		if !pool.Busy() || ss.statementContext().Err() != nil {
+			if !until.IsZero() {
+				ss.srv.metrics.connectionPoll(false)
+			}
 			break
 		}
 		now := time.Now()
 		if until.IsZero() {
 			until = now.Add(acquirePoll)
 		} else if now.After(until) {
+			ss.srv.metrics.connectionPoll(false)
 			break
 		}
 		ss.task.Yield()
 	}
-	ss.blocking(func() { l, err = pool.Acquire(ss.statementContext()) })
+	ss.blocking(offloadPool, func() { l, err = pool.Acquire(ss.statementContext()) })
 	return l, err
 }
 

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -145,6 +146,13 @@ type metrics struct {
 	// pool, and statements answered from the session's copy of them.
 	diagCaptures, diagAnswers prometheus.Counter
 
+	// offloads and polls count, for sessions on io_uring loops, the waits
+	// that went to a goroutine and the polls for a pooled connection
+	// (won: a connection came back while polling).
+	offloads    [numOffloadReasons]prometheus.Counter
+	pollsWon    prometheus.Counter
+	pollsGaveUp prometheus.Counter
+
 	sampler *statusSampler
 }
 
@@ -203,7 +211,20 @@ func newMetrics(s *Server) *metrics {
 		Name: "directgate_diagnostics_local_answers_total",
 		Help: "Reads of ROW_COUNT(), FOUND_ROWS(), @@warning_count or SHOW WARNINGS answered from the session's copy, because the connection that ran the previous statement had gone back to the pool.",
 	})
+	offloads := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "directgate_io_loop_session_offloads_total",
+		Help: "Waits of sessions on io_uring loops (io_loops) that ran on a goroutine, by what they waited for: pool (no idle pooled connection, after polling), pool_share, failover_buffer, throttle, hot_row, consolidation, owner, kill, own_query, login_delay. Each costs a goroutine and two wake-ups; on the fast path there are none.",
+	}, []string{"reason"})
+	for r := range numOffloadReasons {
+		m.offloads[r] = offloads.WithLabelValues(r.String())
+	}
+	polls := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "directgate_io_loop_connection_polls_total",
+		Help: "Sessions on io_uring loops that found every pooled connection busy and polled for up to 1 ms, by outcome: won (a connection came back meanwhile), gave_up (the session waited in the pool's queue on a goroutine).",
+	}, []string{"outcome"})
+	m.pollsWon, m.pollsGaveUp = polls.WithLabelValues("won"), polls.WithLabelValues("gave_up")
 	m.reg.MustRegister(accepted, rejected, statements, latency, owner, disagree, m.diagCaptures, m.diagAnswers,
+		offloads, polls, loopCollector{s: s},
 		&stateCollector{s: s, m: m}, sheddingCollector{s: s},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -246,6 +267,27 @@ func (m *metrics) diagCapture() {
 func (m *metrics) diagAnswer() {
 	if m != nil {
 		m.diagAnswers.Inc()
+	}
+}
+
+// offload counts one wait of a session on a loop that went to a
+// goroutine.
+func (m *metrics) offload(r offloadReason) {
+	if m != nil {
+		m.offloads[r].Inc()
+	}
+}
+
+// connectionPoll counts one poll of a session on a loop for a pooled
+// connection: won when one came back meanwhile.
+func (m *metrics) connectionPoll(won bool) {
+	if m == nil {
+		return
+	}
+	if won {
+		m.pollsWon.Inc()
+	} else {
+		m.pollsGaveUp.Inc()
 	}
 }
 
@@ -402,6 +444,38 @@ func countSessions(list []SessionInfo) sessionCounts {
 		}
 	}
 	return c
+}
+
+// loopCollector reads the io_uring loops' counts (ioloop.Stats) at
+// scrape time, one series per loop.
+type loopCollector struct{ s *Server }
+
+var (
+	loopEntersDesc = prometheus.NewDesc("directgate_io_loop_enters_total",
+		"io_uring_enter system calls of each io_uring loop (io_loops): each submits what the loop's sessions queued and, unless one polls, sleeps until something completes.", []string{"loop"}, nil)
+	loopCompletionsDesc = prometheus.NewDesc("directgate_io_loop_completions_total",
+		"Operations completed on each io_uring loop (reads, writes, timeouts, cancellations, wake-ups). Divided by directgate_io_loop_enters_total: the work one system call did; near 1, the loop wakes for every event.", []string{"loop"}, nil)
+	loopTasksDesc = prometheus.NewDesc("directgate_io_loop_sessions",
+		"Sessions running on each io_uring loop now.", []string{"loop"}, nil)
+)
+
+func (loopCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- loopEntersDesc
+	ch <- loopCompletionsDesc
+	ch <- loopTasksDesc
+}
+
+func (c loopCollector) Collect(ch chan<- prometheus.Metric) {
+	loops := c.s.loops.Load()
+	if loops == nil {
+		return
+	}
+	for i, l := range *loops {
+		st, name := l.Stats(), strconv.Itoa(i)
+		ch <- prometheus.MustNewConstMetric(loopEntersDesc, prometheus.CounterValue, float64(st.Enters), name)
+		ch <- prometheus.MustNewConstMetric(loopCompletionsDesc, prometheus.CounterValue, float64(st.Completions), name)
+		ch <- prometheus.MustNewConstMetric(loopTasksDesc, prometheus.GaugeValue, float64(st.Tasks), name)
+	}
 }
 
 // stateCollector reads the server's state at scrape time: backends and

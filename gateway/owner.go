@@ -68,7 +68,7 @@ func (ss *Session) routeOwner(db string, route querypath.Route) (ownerRoute, *co
 // It runs through blocking: the owner's connections, the grant probes'
 // and a STREAM's watch of the client are not the session's own sockets.
 func (ss *Session) runOwner(db, sql string, p []byte, route querypath.Route, or ownerRoute, ai *config.AutoIncrement, asIs func() error) (err error) {
-	ss.blocking(func() { err = ss.runOwnerNow(db, sql, p, route, or, ai, asIs) })
+	ss.blocking(offloadOwner, func() { err = ss.runOwnerNow(db, sql, p, route, or, ai, asIs) })
 	return err
 }
 

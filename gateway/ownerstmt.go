@@ -26,7 +26,7 @@ func (ss *Session) prepareOwner(sql string, route querypath.Route, p []byte) err
 		return ss.writeErr(ss.noOwner())
 	}
 	var err error
-	ss.blocking(func() { err = ss.prepareOwnerNow(sql, route, p) })
+	ss.blocking(offloadOwner, func() { err = ss.prepareOwnerNow(sql, route, p) })
 	return err
 }
 

@@ -183,7 +183,7 @@ func (ss *Session) primaryBackend(snap *healthcheck.Snapshot, conf *config.Clust
 		}
 		ss.srv.health.Refresh()
 		ended, changed := false, false
-		ss.blocking(func() {
+		ss.blocking(offloadBuffer, func() {
 			select {
 			case <-ss.statementContext().Done():
 				ended = true

@@ -48,8 +48,9 @@ type Server struct {
 	front *mysqlserver.Server
 	// group holds the goroutines sessions start besides their own.
 	group *safego.Group
-	// loops run the sessions with io_loops (loop.go); none: goroutines.
-	loops []*ioloop.Loop
+	// loops run the sessions with io_loops (loop.go); nil: goroutines.
+	// Set by Serve, read by scrapes.
+	loops atomic.Pointer[[]*ioloop.Loop]
 	// stateIDs numbers session states so a backend connection knows
 	// cheaply whether it already carries a session's state.
 	stateIDs atomic.Uint64

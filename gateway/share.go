@@ -82,7 +82,7 @@ func (ss *Session) takeShare(be *backend) error {
 	ss.proc.waiting(waitShare)
 	defer ss.proc.waiting(waitNone)
 	var err error
-	ss.blocking(func() { err = ss.waitShare(be, sem) })
+	ss.blocking(offloadShare, func() { err = ss.waitShare(be, sem) })
 	return err
 }
 

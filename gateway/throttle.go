@@ -247,7 +247,7 @@ func (ss *Session) throttleWrites(writes bool) *wire.SQLError {
 	if v, _ := c.lag(); throttleProbability(v, maxLag, 0) > 0 {
 		ss.proc.waiting(waitThrottle)
 		var e *wire.SQLError
-		ss.blocking(func() { e = c.admit(ss.statementContext(), ss.priority(), ss.client.PeerGone) })
+		ss.blocking(offloadThrottle, func() { e = c.admit(ss.statementContext(), ss.priority(), ss.client.PeerGone) })
 		ss.proc.waiting(waitNone)
 		if e != nil {
 			return e

@@ -14,7 +14,18 @@ type Loop struct{}
 type Config struct {
 	// Entries is the number of submission slots of the loop's ring.
 	Entries uint32
+	// HoldProcessor keeps the loop's Go processor while it waits.
+	HoldProcessor bool
 }
+
+// Stats are a loop's counts since it started.
+type Stats struct {
+	Enters, Completions, Offloads uint64
+	Tasks                         int64
+}
+
+// Stats returns l's counts.
+func (l *Loop) Stats() Stats { return Stats{} }
 
 // Task is a function running on a loop; there are none on this system.
 type Task struct{}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -82,7 +83,14 @@ func run(t *testing.T, l *Loop, fn func(*Task)) <-chan struct{} {
 // ring (submissions are made mid-run when it fills) and checks every
 // answer of many concurrent clients.
 func TestEcho(t *testing.T) {
-	l := newLoop(t, Config{Entries: 8})
+	for _, hold := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hold=%v", hold), func(t *testing.T) {
+			testEcho(t, newLoop(t, Config{Entries: 8, HoldProcessor: hold}))
+		})
+	}
+}
+
+func testEcho(t *testing.T, l *Loop) {
 	const clients, rounds = 40, 200
 	var wg sync.WaitGroup
 	for i := range clients {
@@ -311,7 +319,14 @@ func TestPeerClose(t *testing.T) {
 // TestOffload: a task waiting in Offload holds up no other task of its
 // loop.
 func TestOffload(t *testing.T) {
-	l := newLoop(t, Config{})
+	for _, hold := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hold=%v", hold), func(t *testing.T) {
+			testOffload(t, newLoop(t, Config{HoldProcessor: hold}))
+		})
+	}
+}
+
+func testOffload(t *testing.T, l *Loop) {
 	release := make(chan struct{})
 	var got int
 	offloaded := run(t, l, func(tk *Task) {
@@ -375,6 +390,37 @@ func TestYield(t *testing.T) {
 	if polls == 0 {
 		t.Error("the poller never yielded")
 	}
+}
+
+// TestHoldProcessorLetsTheRuntimeRun: with one processor (GOMAXPROCS=1),
+// held by a loop that waits in the kernel for a socket that stays
+// silent, the rest of the program still runs: the runtime's preemption
+// signal interrupts the wait and the loop yields. A garbage collection
+// (which stops the world) completes, a goroutine gets to run, and an
+// offloaded function runs and hands its result back.
+func TestHoldProcessorLetsTheRuntimeRun(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	l := newLoop(t, Config{HoldProcessor: true})
+	c, s := pair(t)
+	idle := run(t, l, func(tk *Task) {
+		withFD(t, c, func(fd int) {
+			if n, err := tk.Recv(fd, make([]byte, 1), time.Time{}); err != nil || n != 0 {
+				t.Errorf("the idle task's Recv: %d, %v; want the end of the stream", n, err)
+			}
+		})
+	})
+	time.Sleep(20 * time.Millisecond) // the loop is in its wait by now
+	runtime.GC()
+	ran := make(chan struct{})
+	go close(ran)
+	<-ran
+	var got int
+	<-run(t, l, func(tk *Task) { tk.Offload(func() { got = 7 }) })
+	if got != 7 {
+		t.Errorf("offloaded function's result: %d", got)
+	}
+	s.Close()
+	<-idle
 }
 
 // chanOf returns a channel that yields v once release is closed.
@@ -459,5 +505,36 @@ func TestCloseKeepsThread(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Skip("every loop ran on the main thread")
+	}
+}
+
+// TestStats: the counts say what the loop did.
+func TestStats(t *testing.T) {
+	l := newLoop(t, Config{})
+	if st := l.Stats(); st.Tasks != 0 || st.Offloads != 0 {
+		t.Fatalf("a new loop's stats: %+v", st)
+	}
+	c, s := pair(t)
+	release := make(chan struct{})
+	var during Stats
+	reader := run(t, l, func(tk *Task) {
+		withFD(t, c, func(fd int) {
+			close(release)
+			_, _ = tk.Recv(fd, make([]byte, 1), time.Time{})
+		})
+	})
+	<-release
+	<-run(t, l, func(tk *Task) {
+		tk.Offload(func() {})
+		during = l.Stats() // on the loop: the reader and this task run
+	})
+	_, _ = s.Write([]byte("x"))
+	<-reader
+	if during.Tasks != 2 {
+		t.Errorf("tasks while two ran: %d", during.Tasks)
+	}
+	st := l.Stats()
+	if st.Offloads != 1 || st.Enters == 0 || st.Completions == 0 {
+		t.Errorf("stats after one offload and one read: %+v", st)
 	}
 }

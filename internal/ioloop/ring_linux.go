@@ -2,6 +2,7 @@ package ioloop
 
 import (
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -150,7 +151,7 @@ func (r *ring) close() {
 // not be split by a submission between its entries).
 func (r *ring) reserve(n uint32) {
 	for uint32(len(r.sqes))-(r.localTail-atomic.LoadUint32(r.sqHead)) < n {
-		r.enter(0)
+		r.enter(0, false)
 	}
 }
 
@@ -190,23 +191,31 @@ func (r *ring) prepCancel(target, userData uint64) {
 }
 
 // enter submits what is queued, runs the ring's deferred work and waits
-// until at least wait completions are there. Waiting lets the runtime use
-// the thread's processor meanwhile; a call that does not wait is a raw
-// system call.
-func (r *ring) enter(wait uint32) {
+// until at least wait completions are there. A call that waits is a
+// system call the runtime knows may block (its processor goes to other
+// goroutines meanwhile) unless hold; a call that does not wait, or holds
+// the processor, is a raw system call.
+func (r *ring) enter(wait uint32, hold bool) {
 	atomic.StoreUint32(r.sqTail, r.localTail)
 	for {
 		var errno syscall.Errno
-		if wait > 0 {
+		if wait > 0 && !hold {
 			_, _, errno = syscall.Syscall6(sysIOUringEnter, uintptr(r.fd), uintptr(r.queued), uintptr(wait), enterGetevents, 0, 0)
 		} else {
-			_, _, errno = syscall.RawSyscall6(sysIOUringEnter, uintptr(r.fd), uintptr(r.queued), 0, enterGetevents, 0, 0)
+			_, _, errno = syscall.RawSyscall6(sysIOUringEnter, uintptr(r.fd), uintptr(r.queued), uintptr(wait), enterGetevents, 0, 0)
 		}
 		switch errno {
 		case 0:
 			r.queued = 0
 			return
 		case syscall.EINTR:
+			if hold {
+				// Most likely the runtime's preemption signal: a
+				// stop of the world for the garbage collector, or
+				// sysmon finding this goroutine running for long.
+				// Let the scheduler have the processor.
+				runtime.Gosched()
+			}
 			continue
 		case syscall.EBUSY, syscall.EAGAIN:
 			// The completion queue is full: the caller reaps and
