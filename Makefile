@@ -33,15 +33,16 @@ run: build
 run-fleet: build
 	e2e/local/run-fleet.sh
 
-# The fuzz targets run beside go test, on one thread: the end-to-end
-# tests spend most of their time waiting for MariaDB, and the fuzzing
-# fills that time instead of adding its own (about 40s) after it.
+# The fuzz targets run beside go test, on one thread at the lowest
+# priority: the end-to-end tests spend much of their time waiting for
+# MariaDB, and the fuzzing fills that time instead of adding its own
+# after it, without taking the CPU from the tests when they want it.
 test:
 	e2e/local/deps.sh --with-sysbench --with-etcd
 	$(GO) vet ./...
 	@fuzzlog=$$(mktemp); fuzzpid=; \
 	if [ "$(TEST_FUZZTIME)" != "0" ]; then \
-		GOMAXPROCS=1 $(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME) DIFFFUZZ_SCRIPTS=0 > $$fuzzlog 2>&1 & fuzzpid=$$!; \
+		GOMAXPROCS=1 nice -n 19 $(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME) DIFFFUZZ_SCRIPTS=0 > $$fuzzlog 2>&1 & fuzzpid=$$!; \
 	fi; \
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...; testrc=$$?; \
 	fuzzrc=0; if [ -n "$$fuzzpid" ]; then wait $$fuzzpid; fuzzrc=$$?; echo "fuzz targets ($(TEST_FUZZTIME) each, beside go test):"; cat $$fuzzlog; fi; \

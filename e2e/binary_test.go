@@ -19,15 +19,43 @@ import (
 	"time"
 )
 
-// buildGateway builds cmd/gateway into a temporary directory.
+// buildGateway returns the path of cmd/gateway, built once per run of
+// the package (a link costs seconds, and a score of tests run the binary)
+// into a directory runTests removes at the end.
 func buildGateway(t testing.TB) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "gateway")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/directgate/directgate/cmd/gateway").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	gatewayBin.once.Do(func() {
+		dir, err := os.MkdirTemp("", "directgate-e2e-bin-")
+		if err != nil {
+			gatewayBin.err = err
+			return
+		}
+		gatewayBin.dir = dir
+		bin := filepath.Join(dir, "gateway")
+		if out, err := exec.Command("go", "build", "-o", bin, "github.com/directgate/directgate/cmd/gateway").CombinedOutput(); err != nil {
+			gatewayBin.err = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		gatewayBin.path = bin
+	})
+	if gatewayBin.err != nil {
+		t.Fatal(gatewayBin.err)
 	}
-	return bin
+	return gatewayBin.path
+}
+
+// gatewayBin is buildGateway's build, shared by the package's tests.
+var gatewayBin struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+// removeGatewayBin removes buildGateway's directory, if it made one.
+func removeGatewayBin() {
+	if gatewayBin.dir != "" {
+		os.RemoveAll(gatewayBin.dir)
+	}
 }
 
 // startBinary runs `gateway serve` against the shared MariaDB on a free

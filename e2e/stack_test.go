@@ -51,6 +51,7 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	shared = st
+	defer removeGatewayBin()
 	return m.Run()
 }
 
