@@ -143,10 +143,12 @@ func (a *Agent) budgetRound(ctx context.Context, target Budgeted, b *budget) {
 	loads := target.BackendLoads()
 	capped := loads[:0:0]
 	for _, l := range loads {
+		// A follower of the fleet's discovery keeps its probe
+		// connection in its share too: it probes whenever the leader's
+		// results go stale (a leader slowed down, or gone until its
+		// lease expires) and on its own failures, at moments no one
+		// else can see in time to make room.
 		if l.Max > 0 {
-			if a.disc != nil && !a.disc.Leads(l.Cluster) {
-				l.Probes = 0 // the fleet's discovery leader probes it
-			}
 			capped = append(capped, l)
 		}
 	}

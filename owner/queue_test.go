@@ -229,6 +229,9 @@ func TestQueueDeliversEachMessageOnce(t *testing.T) {
 	}
 	q, clock := startQueue(t, testOptions(), store)
 	subs := []*fakeSub{newFakeSub("a"), newFakeSub("b")}
+	// a's first delivery waits until b has subscribed: on a busy host
+	// the queue could otherwise hand all 20 to a before b is there.
+	subs[0].hold = true
 	for _, s := range subs {
 		s.check = func(ids []string) {
 			for _, id := range ids {
@@ -240,6 +243,7 @@ func TestQueueDeliversEachMessageOnce(t *testing.T) {
 		}
 		q.subscribe(s)
 	}
+	close(subs[0].release)
 	seen := map[string]bool{}
 	count := map[string]int{}
 	timeout := time.After(5 * time.Second)
