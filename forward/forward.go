@@ -456,9 +456,13 @@ func (f *Forwarder) acquireFrom(t *target, db string) (*pools.Lease[*conn], erro
 			return nil, f.ownerError(t.addr, err)
 		}
 		c := l.Conn()
-		if dead < 3 && c.PeerClosed() {
+		if c.PeerClosed() && dead < t.pool.Stat().Size {
 			// The owner closed it (it stopped or died). One non-blocking
 			// peek: cheap next to the round trip the statement costs.
+			// An owner that died closed every idle connection of the
+			// pool: all are skipped (a statement sent on one would fail
+			// though it was not in flight when the owner died), then
+			// the pool dials, which fails fast until a leader takes it.
 			l.Destroy()
 			continue
 		}

@@ -1,6 +1,7 @@
 package forward
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/directgate/directgate/pools"
 	"github.com/directgate/directgate/wire"
 )
 
@@ -430,5 +432,33 @@ func TestInFlightOnOldLeaderIsBounded(t *testing.T) {
 	}
 	if v, err := f.NextValues("db.seq", 1); err != nil || v != 201 {
 		t.Fatalf("the next statement: %d, %v; want b's first value", v, err)
+	}
+}
+
+// An owner that dies closes every idle connection of the gateway's pool
+// at once: a statement that comes after skips them all (not only the
+// first few) and waits for the next leader, instead of being sent on a
+// dead connection and failing though nothing was in flight.
+func TestDeadIdleConnectionsAreSkipped(t *testing.T) {
+	a, b := startFakeOwner(t, 100), startFakeOwner(t, 200)
+	lead := newFakeLeader(a.addr)
+	f := newForwarder(t, Config{Leader: lead, LeaderWait: 5 * time.Second})
+	pool := f.cur.Load().pool
+	var leases []*pools.Lease[*conn]
+	for range pool.Stat().Size {
+		l, err := pool.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, l)
+	}
+	for _, l := range leases {
+		l.Release()
+	}
+	a.stop()
+	waitFor(t, "a's connections to close", func() bool { return a.openConns() == 0 })
+	time.AfterFunc(100*time.Millisecond, func() { lead.set(b.addr) })
+	if v, err := f.NextValues("db.seq", 1); err != nil || v != 201 {
+		t.Fatalf("after a died with %d idle connections: %d, %v", len(leases), v, err)
 	}
 }
