@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/directgate/directgate/gateway"
+	"github.com/directgate/directgate/internal/metricstest"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // KILL QUERY ends a statement that waits at the gateway (for a hot row's
@@ -111,30 +113,16 @@ func TestKillQueryEndsGatewayWaits(t *testing.T) {
 // labels (missing: 0).
 func metricValue(t *testing.T, srv *gateway.Server, name string, labels map[string]string) float64 {
 	t.Helper()
-	fams, err := srv.Registry().Gather()
+	list, err := srv.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, fam := range fams {
-		if fam.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range fam.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if want, ok := labels[lp.GetName()]; ok && want != lp.GetValue() {
-					continue next
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				return m.Counter.GetValue()
-			case m.Gauge != nil:
-				return m.Gauge.GetValue()
-			}
-		}
+	fams := make(map[string]*dto.MetricFamily, len(list))
+	for _, fam := range list {
+		fams[fam.GetName()] = fam
 	}
-	return 0
+	v, _ := metricstest.Value(fams, name, labels)
+	return v
 }
 
 // killWaitYAML is the hot-row tests' gateway with pool size pool.

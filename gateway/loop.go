@@ -145,7 +145,7 @@ func (ss *Session) acquire(pool *pools.Pool[*backendConn]) (l *pools.Lease[*back
 	if ss.task == nil {
 		return pool.Acquire(ss.statementContext())
 	}
-	var until time.Time
+	var until time.Time // zero until the first poll
 	for {
 		if l, ok := pool.TryAcquire(); ok {
 			if !until.IsZero() {
@@ -154,19 +154,18 @@ func (ss *Session) acquire(pool *pools.Pool[*backendConn]) (l *pools.Lease[*back
 			return l, nil
 		}
 		if !pool.Busy() || ss.statementContext().Err() != nil {
-			if !until.IsZero() {
-				ss.srv.metrics.connectionPoll(false)
-			}
 			break
 		}
 		now := time.Now()
 		if until.IsZero() {
 			until = now.Add(acquirePoll)
 		} else if now.After(until) {
-			ss.srv.metrics.connectionPoll(false)
 			break
 		}
 		ss.task.Yield()
+	}
+	if !until.IsZero() {
+		ss.srv.metrics.connectionPoll(false)
 	}
 	ss.blocking(offloadPool, func() { l, err = pool.Acquire(ss.statementContext()) })
 	return l, err
