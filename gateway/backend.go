@@ -577,7 +577,11 @@ func (c *cluster) dial(ctx context.Context, be *backend, k poolKey) (*backendCon
 		globals: globals,
 	}
 	if err := c.initSession(conn); err != nil {
-		bc.Close()
+		if errors.As(err, new(*wire.SQLError)) {
+			bc.Quit() // refused, at rest
+		} else {
+			bc.Close()
+		}
 		return nil, &dialError{addr: be.addr, cluster: cfg.Name, user: user, err: err}
 	}
 	c.greeting.CompareAndSwap(nil, bc.Greeting)
@@ -717,6 +721,14 @@ func (bc *backendConn) relaxTimeouts() error {
 func (bc *backendConn) Close() error {
 	bc.forgetStmts()
 	return bc.BackendConn.Close()
+}
+
+// Quit is Close for a connection at rest: it says goodbye (COM_QUIT)
+// first, so that the server counts no aborted client and logs no
+// warning. Its pool calls it (pools.Quitter).
+func (bc *backendConn) Quit() error {
+	bc.forgetStmts()
+	return bc.BackendConn.Quit()
 }
 
 // forgetSession records that the connection's session is fresh again

@@ -99,7 +99,7 @@ func (be *backend) closeKillers() {
 	for _, kl := range be.killers {
 		kl.mu.Lock()
 		if kl.conn != nil {
-			_ = kl.conn.Close()
+			_ = kl.conn.Quit() // between KILLs: at rest
 			kl.conn = nil
 		}
 		kl.mu.Unlock()

@@ -1418,27 +1418,43 @@ func (ss *Session) releaseLease() {
 	ss.lease = nil
 	ss.giveShare()
 	ss.insertIDSynced = false
-	if ss.readBack(l.Conn()) {
-		unleased(l)
-		l.Release()
-		return
-	}
+	fate := ss.readBack(l.Conn())
 	unleased(l)
-	l.Destroy()
+	switch fate {
+	case connReuse:
+		l.Release()
+	case connRetire:
+		l.Retire()
+	default:
+		l.Destroy()
+	}
 }
 
+// connFate is what becomes of a connection its session lets go.
+type connFate int8
+
+const (
+	// connReuse: back to the pool.
+	connReuse connFate = iota
+	// connRetire: closed at rest (COM_QUIT first): its server keeps state
+	// no reset may clear.
+	connRetire
+	// connDestroy: closed as broken or in an unknown state.
+	connDestroy
+)
+
 // readBack reads what the session still needs from conn before it gives
-// it up, and makes it fit for the pool: true when it is, false when it
-// must be destroyed.
-func (ss *Session) readBack(conn *backendConn) bool {
+// it up, and makes it fit for the pool when it can: connReuse when it
+// is.
+func (ss *Session) readBack(conn *backendConn) connFate {
 	if conn.closed {
 		ss.insertIDPending, ss.gtidPending = false, false
 		ss.diag.lost()
-		return false
+		return connDestroy
 	}
 	if err := ss.captureDiag(conn); err != nil {
 		ss.insertIDPending, ss.gtidPending = false, false
-		return false
+		return connDestroy
 	}
 	if ss.insertIDPending {
 		ss.insertIDPending = false
@@ -1446,7 +1462,7 @@ func (ss *Session) readBack(conn *backendConn) bool {
 			var sqlErr *wire.SQLError
 			if !errors.As(err, &sqlErr) {
 				ss.gtidPending = false
-				return false
+				return connDestroy
 			}
 		}
 	}
@@ -1456,14 +1472,20 @@ func (ss *Session) readBack(conn *backendConn) bool {
 			ss.noteWrite(conn)
 		}
 	}
+	var err error
 	switch {
 	case conn.discard:
 		// XA: closed, never reset (see querypath.PinXA).
-		return false
+		return connRetire
 	case conn.dirty:
-		return conn.reset() == nil
+		err = conn.reset()
+	default:
+		err = conn.relaxTimeouts()
 	}
-	return conn.relaxTimeouts() == nil
+	if err != nil {
+		return connDestroy
+	}
+	return connReuse
 }
 
 // dropLease destroys the session's connection.

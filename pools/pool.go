@@ -16,6 +16,14 @@ import (
 // Conn is what a pool holds: a live connection it can close.
 type Conn interface{ Close() error }
 
+// Quitter is a Conn that can also leave its server politely, as a client
+// that is done says goodbye (a MySQL connection's COM_QUIT). A pool calls
+// Quit, instead of Close, for a connection it closes at rest: idle, just
+// released, or retired with Lease.Retire. It calls Close for one destroyed
+// with Lease.Destroy (broken, or in an unknown state) or refused by
+// Config.Prepare. Quit must close the connection whatever it returns.
+type Quitter interface{ Quit() error }
+
 // Defaults applied by New to zero fields of Config.
 const (
 	// DefaultSize is the default Config.Size.
@@ -266,6 +274,9 @@ type Lease[T Conn] struct {
 	// whoever took the lease from the idle queue) touches the fields above
 	// idleSince; the queue hands them over.
 	leased bool
+	// unsound is set when the connection is destroyed as broken or in an
+	// unknown state: it is closed, never quit (see Quitter).
+	unsound bool
 }
 
 // New validates cfg, applies its defaults and starts the pool's
@@ -530,10 +541,12 @@ func (p *Pool[T]) ready(ctx context.Context, l *Lease[T]) (bool, error) {
 	if p.prepare != nil {
 		ok, err := p.prepare(ctx, l.conn)
 		if err != nil {
+			l.unsound = true
 			p.destroy(l)
 			return false, fmt.Errorf("pool %s: prepare: %w", p.name, err)
 		}
 		if !ok {
+			l.unsound = true
 			p.destroy(l)
 			return false, nil
 		}
@@ -660,7 +673,13 @@ func (p *Pool[T]) destruct(l *Lease[T]) {
 			p.log.Error("close panicked", "panic", r)
 		}
 	}()
-	if err := l.conn.Close(); err != nil {
+	var err error
+	if q, ok := any(l.conn).(Quitter); ok && !l.unsound {
+		err = q.Quit()
+	} else {
+		err = l.conn.Close()
+	}
+	if err != nil {
 		p.log.Debug("close failed", "error", err)
 	}
 }
@@ -707,6 +726,19 @@ func (l *Lease[T]) Release() {
 func (l *Lease[T]) Destroy() {
 	if !l.leased {
 		panic("pools: Destroy of a lease not held (released or destroyed already)")
+	}
+	l.leased = false
+	l.unsound = true
+	l.p.destroy(l)
+}
+
+// Retire closes the connection and frees its slot, for a connection at
+// rest that must not serve again (its server holds state the pool cannot
+// clear): it quits, where Destroy closes (see Quitter). Retire panics if
+// the lease is not held.
+func (l *Lease[T]) Retire() {
+	if !l.leased {
+		panic("pools: Retire of a lease not held (released or destroyed already)")
 	}
 	l.leased = false
 	l.p.destroy(l)

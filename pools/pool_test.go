@@ -23,6 +23,8 @@ func TestMain(m *testing.M) {
 type fakeConn struct {
 	id     int
 	closed atomic.Bool
+	// quit is set when the connection was closed with Quit.
+	quit atomic.Bool
 	// onClose, if set before the pool sees the connection, runs in Close.
 	onClose func()
 }
@@ -35,6 +37,12 @@ func (c *fakeConn) Close() error {
 		c.onClose()
 	}
 	return nil
+}
+
+// Quit implements Quitter: Close, remembered as a polite one.
+func (c *fakeConn) Quit() error {
+	c.quit.Store(true)
+	return c.Close()
 }
 
 // dialer is a scripted Config.Dial that counts dials in flight.
@@ -794,6 +802,42 @@ func TestPrepare(t *testing.T) {
 	eventually(t, "b closed", b.Conn().closed.Load)
 	if s := p.Stat(); s.Open != 1 || s.Idle != 1 || s.Destroyed != 2 {
 		t.Errorf("stat %+v", s)
+	}
+}
+
+// A connection the pool closes at rest quits (its server counts a client
+// that said goodbye); one destroyed, or refused by Prepare, is only
+// closed: it may be broken or in the middle of a command.
+func TestQuitAtRestCloseOtherwise(t *testing.T) {
+	d := &dialer{}
+	var refuse atomic.Pointer[fakeConn]
+	p := newPool(t, d, func(c *Config[*fakeConn]) {
+		c.Size = 4
+		c.IdleTimeout = 20 * time.Millisecond
+		c.Prepare = func(_ context.Context, c *fakeConn) (bool, error) {
+			return refuse.Load() != c, nil
+		}
+	})
+	destroyed, retired, refused, idle := mustAcquire(t, p), mustAcquire(t, p), mustAcquire(t, p), mustAcquire(t, p)
+	destroyed.Destroy()
+	retired.Retire()
+	refuse.Store(refused.Conn())
+	refused.Release()
+	if l := mustAcquire(t, p); l == refused { // refused, closed; a new one dialed
+		t.Fatal("Prepare's refusal was handed out")
+	} else {
+		l.Release()
+	}
+	idle.Release() // ages out (IdleTimeout), as does the new one
+	eventually(t, "every connection closed", func() bool { return d.openCount() == 0 })
+	for _, c := range []struct {
+		name string
+		l    *Lease[*fakeConn]
+		quit bool
+	}{{"destroyed", destroyed, false}, {"retired", retired, true}, {"refused by Prepare", refused, false}, {"idle", idle, true}} {
+		if got := c.l.Conn().quit.Load(); got != c.quit {
+			t.Errorf("%s: quit %v, want %v", c.name, got, c.quit)
+		}
 	}
 }
 

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"bytes"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -74,5 +76,30 @@ func BenchmarkPeerClosed(b *testing.B) {
 		if conn.PeerClosed() {
 			b.Fatal("closed")
 		}
+	}
+}
+
+// Quit says goodbye before it closes: the server reads a COM_QUIT as a
+// command of its own (sequence id 0), then the end of the stream. A peer
+// already gone is no error: the connection is closed all the same.
+func TestQuit(t *testing.T) {
+	c, s := tcpPair(t)
+	bc := &BackendConn{Conn: NewConn(c, 64, 64)}
+	bc.SetSeq(3) // left from the last command
+	if err := bc.Quit(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []byte{1, 0, 0, 0, ComQuit}; !bytes.Equal(b, want) {
+		t.Fatalf("server read % x, want % x", b, want)
+	}
+
+	c, s = tcpPair(t)
+	s.Close()
+	if err := (&BackendConn{Conn: NewConn(c, 64, 64)}).Quit(); err != nil {
+		t.Fatalf("Quit to a closed peer: %v", err)
 	}
 }

@@ -479,6 +479,28 @@ func (bc *BackendConn) isEnd(p []byte) bool {
 // (COM_STMT_CLOSE, COM_STMT_SEND_LONG_DATA).
 func (bc *BackendConn) SendNoReply(cmd []byte) error { return bc.WriteCommand(cmd) }
 
+// quitTimeout bounds the write of COM_QUIT. A connection at rest has room
+// in its socket for the packet, so only a peer that stopped reading (or a
+// TLS record that cannot go out) ever waits.
+const quitTimeout = time.Second
+
+// Quit ends the connection the way a client leaves: COM_QUIT, then Close.
+// The server then counts a normal disconnect; a connection merely closed
+// counts as an aborted client (Aborted_clients), and MariaDB logs an
+// "Aborted connection" warning for it at its default log_warnings=2.
+//
+// Call Quit only between commands. In the middle of one (a result not
+// read to its end, LOAD DATA LOCAL INFILE's content expected) the server
+// would take the packet as part of it: close such a connection with
+// Close. The connection is closed even when the packet cannot be sent;
+// Quit returns Close's error.
+func (bc *BackendConn) Quit() error {
+	if err := bc.nc.SetWriteDeadline(time.Now().Add(quitTimeout)); err == nil {
+		_ = bc.WriteCommand([]byte{ComQuit}) // closed below either way
+	}
+	return bc.Close()
+}
+
 // RawResult is the whole answer to a query, packet payloads as the server
 // sent them (see QueryRaw).
 type RawResult struct {
