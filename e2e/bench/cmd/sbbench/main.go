@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -601,8 +602,14 @@ func (b *bench) main(ctx context.Context) (err error) {
 
 	b.proxies = map[string]*proxyProc{}
 	defer func() {
-		for _, name := range []string{"gateway-replicas", "gateway-mux", "gateway-hotrow", "gateway-consolidation", "gateway-main", targetGorelay, targetHAProxy} {
-			if g := b.proxies[name]; g != nil && g.running() {
+		// The gateways first (each with and without io_loops: every
+		// one drains and writes its profile), then the relays.
+		names := slices.Sorted(maps.Keys(b.proxies))
+		slices.SortStableFunc(names, func(a, c string) int {
+			return cmpBool(a == targetGorelay || a == targetHAProxy, c == targetGorelay || c == targetHAProxy)
+		})
+		for _, name := range names {
+			if g := b.proxies[name]; g.running() {
 				logf("stopping %s (pid %d)", name, g.pid())
 				if serr := g.stop(); serr != nil {
 					b.warn(serr)
@@ -1220,4 +1227,15 @@ func fmtDuration(d time.Duration) string {
 		return d.String()
 	}
 	return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
