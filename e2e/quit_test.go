@@ -30,20 +30,8 @@ func TestPoolClosesQuit(t *testing.T) {
 		t.Cleanup(func() { _, _ = root.Exec("DROP USER IF EXISTS '" + user + "'@'%'") })
 		logStart := fileSize(t, shared.db.ErrorLog)
 
-		srv := startTestGateway(t, "quit", fmt.Sprintf(`
-listen: 127.0.0.1:0
-http_listen: "off"
-log: {level: %s}
-io_loops: %d
-users:
-  - {user: %s, password: %s}
-clusters:
-  - name: main
-    backend_user: %s
-    backend_password: quit-secret
-    backends: [%q]
-    pool: {size: 4, min_idle: 0, idle_timeout: 200ms, acquire_timeout: 20s}
-`, logLevel(), loops, appUser, appPass, user, shared.db.Addr()))
+		srv := startTestGateway(t, "quit", clusterYAML(loops, user, "quit-secret",
+			"{size: 4, min_idle: 0, idle_timeout: 200ms}"))
 		db := open(t, dsnFor(srv.Addr().String(), appUser, appPass))
 		db.SetMaxOpenConns(4)
 		// Four at once: four backend connections, which the idle timeout

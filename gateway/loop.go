@@ -4,7 +4,6 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"time"
 
 	"github.com/directgate/directgate/internal/ioloop"
 	"github.com/directgate/directgate/pools"
@@ -48,6 +47,11 @@ func (s *Server) startLoops() {
 		loops = append(loops, l)
 	}
 	s.log.Info("sessions run on io_uring loops", "io_loops", n, "hold_processors", hold)
+	waits := make(map[*ioloop.Loop]loopWaits, n)
+	for _, l := range loops {
+		waits[l] = loopWaits{}
+	}
+	s.loopWaits.Store(&waits)
 	s.loops.Store(&loops)
 	s.front.RunOnLoops(loops)
 }
@@ -79,6 +83,7 @@ func (s *Server) closeLoops() {
 
 // ServeTask implements mysqlserver.TaskConn: Serve as the loop task t.
 func (ss *Session) ServeTask(t *ioloop.Task) {
+	ss.loopWaits = (*ss.srv.loopWaits.Load())[t.Loop()]
 	ss.setTask(t)
 	defer ss.setTask(nil)
 	ss.Serve()
@@ -135,45 +140,24 @@ var offloadNames = [numOffloadReasons]string{"pool", "pool_share", "failover_buf
 func (r offloadReason) String() string { return offloadNames[r] }
 
 // acquire leases a connection from pool: an idle one at once, else, on a
-// loop, through blocking (a wait for a release or a dial). While every
-// connection is busy and nobody waits in the pool's queue, a session on a
-// loop first polls for up to acquirePoll, letting its loop go round
-// between polls: a connection given back by a session of the same loop
-// then costs no goroutine and no wake-up (with many clients on few
-// connections, most statements find none idle).
+// loop, while every connection is busy, one passed on by a session of the
+// same loop (waitOnLoop: no goroutine, no wake-up), else through blocking
+// (a dial, or a wait, in the pool's Acquire).
 func (ss *Session) acquire(pool *pools.Pool[*backendConn]) (l *pools.Lease[*backendConn], err error) {
 	if ss.task == nil {
 		return pool.Acquire(ss.statementContext())
 	}
-	var until time.Time // zero until the first poll
-	for {
-		if l, ok := pool.TryAcquire(); ok {
-			if !until.IsZero() {
-				ss.srv.metrics.connectionPoll(true)
-			}
-			return l, nil
-		}
-		if !pool.Busy() || ss.statementContext().Err() != nil {
-			break
-		}
-		now := time.Now()
-		if until.IsZero() {
-			until = now.Add(acquirePoll)
-		} else if now.After(until) {
-			break
-		}
-		ss.task.Yield()
+	if l, ok := pool.TryAcquire(); ok {
+		return l, nil
 	}
-	if !until.IsZero() {
-		ss.srv.metrics.connectionPoll(false)
+	if pool.Busy() && ss.statementContext().Err() == nil {
+		if l, done, err := ss.waitOnLoop(pool); done {
+			return l, err
+		}
 	}
 	ss.blocking(offloadPool, func() { l, err = pool.Acquire(ss.statementContext()) })
 	return l, err
 }
-
-// acquirePoll bounds how long a session on a loop polls for a pooled
-// connection before it waits in the pool's queue.
-const acquirePoll = time.Millisecond
 
 // leased makes the session's task, if any, read and write the connection
 // of the lease it just took.

@@ -146,12 +146,11 @@ type metrics struct {
 	// pool, and statements answered from the session's copy of them.
 	diagCaptures, diagAnswers prometheus.Counter
 
-	// offloads and polls count, for sessions on io_uring loops, the waits
-	// that went to a goroutine and the polls for a pooled connection
-	// (won: a connection came back while polling).
-	offloads    [numOffloadReasons]prometheus.Counter
-	pollsWon    prometheus.Counter
-	pollsGaveUp prometheus.Counter
+	// offloads and connWaits count, for sessions on io_uring loops, the
+	// waits that went to a goroutine and the waits for a pooled
+	// connection on the loop, by outcome.
+	offloads  [numOffloadReasons]prometheus.Counter
+	connWaits [numConnWaitOutcomes]prometheus.Counter
 
 	sampler *statusSampler
 }
@@ -218,13 +217,15 @@ func newMetrics(s *Server) *metrics {
 	for r := range numOffloadReasons {
 		m.offloads[r] = offloads.WithLabelValues(r.String())
 	}
-	polls := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "directgate_io_loop_connection_polls_total",
-		Help: "Sessions on io_uring loops that found every pooled connection busy and polled for up to 1 ms, by outcome: won (a connection came back meanwhile), gave_up (the session waited in the pool's queue on a goroutine).",
+	connWaits := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "directgate_io_loop_connection_waits_total",
+		Help: "Statements of sessions on io_uring loops that found every pooled connection busy and waited on their loop, by outcome: passed (a session of the loop passed its connection on), found (one came back to the pool, found within 1 ms), acquire (went on waiting in the pool's queue on a goroutine, counted in the pool offloads too: a dial could start, or sessions on goroutines waited first), timeout (pool.acquire_timeout passed), cancelled (KILL QUERY, the client gone).",
 	}, []string{"outcome"})
-	m.pollsWon, m.pollsGaveUp = polls.WithLabelValues("won"), polls.WithLabelValues("gave_up")
+	for o := range numConnWaitOutcomes {
+		m.connWaits[o] = connWaits.WithLabelValues(o.String())
+	}
 	m.reg.MustRegister(accepted, rejected, statements, latency, owner, disagree, m.diagCaptures, m.diagAnswers,
-		offloads, polls, loopCollector{s: s},
+		offloads, connWaits, loopCollector{s: s},
 		&stateCollector{s: s, m: m}, sheddingCollector{s: s},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -278,16 +279,11 @@ func (m *metrics) offload(r offloadReason) {
 	}
 }
 
-// connectionPoll counts one poll of a session on a loop for a pooled
-// connection: won when one came back meanwhile.
-func (m *metrics) connectionPoll(won bool) {
-	if m == nil {
-		return
-	}
-	if won {
-		m.pollsWon.Inc()
-	} else {
-		m.pollsGaveUp.Inc()
+// connWait counts one wait of a session on a loop for a pooled
+// connection, ended with outcome o.
+func (m *metrics) connWait(o connWaitOutcome) {
+	if m != nil {
+		m.connWaits[o].Inc()
 	}
 }
 

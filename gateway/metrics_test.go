@@ -188,7 +188,7 @@ func TestMetricsFamilies(t *testing.T) {
 		{"directgate_shedding_chance", dto.MetricType_GAUGE, "backend,cluster"},
 		{"directgate_shedding_mode", dto.MetricType_GAUGE, "cluster,mode"},
 		{"directgate_io_loop_session_offloads_total", dto.MetricType_COUNTER, "reason"},
-		{"directgate_io_loop_connection_polls_total", dto.MetricType_COUNTER, "outcome"},
+		{"directgate_io_loop_connection_waits_total", dto.MetricType_COUNTER, "outcome"},
 		{"go_goroutines", dto.MetricType_GAUGE, ""},
 	}
 	for _, w := range want {

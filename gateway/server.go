@@ -51,6 +51,9 @@ type Server struct {
 	// loops run the sessions with io_loops (loop.go); nil: goroutines.
 	// Set by Serve, read by scrapes.
 	loops atomic.Pointer[[]*ioloop.Loop]
+	// loopWaits are each loop's queues of sessions waiting for a pooled
+	// connection (connwait.go); set before the first session starts.
+	loopWaits atomic.Pointer[map[*ioloop.Loop]loopWaits]
 	// stateIDs numbers session states so a backend connection knows
 	// cheaply whether it already carries a session's state.
 	stateIDs atomic.Uint64

@@ -45,9 +45,13 @@ type Session struct {
 	// task is the io_uring loop task the session runs as (loop.go), while
 	// it reads and writes its sockets through it; nil on a goroutine, and
 	// while blocking runs something that may wait.
-	task    *ioloop.Task
-	user    config.User
-	cluster *cluster
+	task *ioloop.Task
+	// loopWaits are the connection queues of the session's loop, and
+	// connWait its part in one while it waits (connwait.go).
+	loopWaits loopWaits
+	connWait  connWaiter
+	user      config.User
+	cluster   *cluster
 	// hotHeld are the hot-row slots the session's transaction holds
 	// (hotrow.go), given back when the transaction ends.
 	hotHeld []hotHold
@@ -1422,7 +1426,9 @@ func (ss *Session) releaseLease() {
 	unleased(l)
 	switch fate {
 	case connReuse:
-		l.Release()
+		if !ss.passLease(l) {
+			l.Release()
+		}
 	case connRetire:
 		l.Retire()
 	default:

@@ -187,6 +187,8 @@ type Pool[T Conn] struct {
 	budgetWaiters atomic.Int32
 	// waiting counts Acquire calls waiting for a connection.
 	waiting atomic.Int32
+	// outside counts the waits outside Acquire (WaitOutside).
+	outside atomic.Int32
 	// queue tells how long they wait (QueueWait); epoch, the pool's
 	// start, is the origin of its times.
 	queue queueWaits
@@ -370,11 +372,10 @@ func (p *Pool[T]) TryAcquire() (l *Lease[T], ok bool) {
 }
 
 // Busy reports whether a caller of Acquire would have to wait for a
-// connection to come back: none is idle, none may be dialed (open and
-// dialing ones fill the pool's size), and none is waited for already (a
-// connection that comes back then goes to those callers).
+// connection to come back: none is idle and none may be dialed (open and
+// dialing ones fill the pool's size).
 func (p *Pool[T]) Busy() bool {
-	if p.waiting.Load() > 0 || p.idleCount() > 0 {
+	if p.idleCount() > 0 {
 		return false
 	}
 	p.mu.Lock()
@@ -744,6 +745,74 @@ func (l *Lease[T]) Retire() {
 	l.p.destroy(l)
 }
 
+// Pass reports whether l, which its holder is done with, may go from the
+// holder straight to another caller that waits for a connection of the
+// pool outside Acquire (see WaitOutside), as Release would hand it to an
+// Acquire call that waits: false when Release would close it instead
+// (the pool closed or above its size, the connection past its lifetime,
+// its budget unit wanted by another pool), and false while Acquire calls
+// wait (they come first: Release then). When it may, l counts as
+// released and taken again now (IdleSince), and stays leased: the new
+// holder releases it. Pass panics if the lease is not held.
+func (l *Lease[T]) Pass() bool {
+	if !l.leased {
+		panic("pools: Pass of a lease not held (released or destroyed already)")
+	}
+	p := l.p
+	if p.waiting.Load() > 0 || p.closed.Load() || p.excess.Load() || (p.budget != nil && p.budget.handOver(p)) {
+		return false
+	}
+	now := time.Now()
+	if !l.expires.IsZero() && !now.Before(l.expires) {
+		return false
+	}
+	l.idleSince = now
+	return true
+}
+
+// Pool returns the pool l is a lease of.
+func (l *Lease[T]) Pool() *Pool[T] { return l.p }
+
+// OutsideWait is a wait for a connection outside Acquire, counted as one
+// in Acquire is (Stat's Waits and WaitTime, QueueWait): a caller that
+// must not block (a task of an event loop) waits for a holder to pass it
+// a lease (Lease.Passable) or for TryAcquire to find one idle.
+type OutsideWait[T Conn] struct {
+	p     *Pool[T]
+	start time.Time
+}
+
+// WaitOutside starts counting a wait outside Acquire; call End once when
+// it ends.
+func (p *Pool[T]) WaitOutside() OutsideWait[T] {
+	start := time.Now()
+	p.waits.Add(1)
+	p.outside.Add(1)
+	p.queue.begin(int64(start.Sub(p.epoch)))
+	return OutsideWait[T]{p: p, start: start}
+}
+
+// Deadline is when the wait times out: the pool's AcquireTimeout after it
+// started.
+func (w OutsideWait[T]) Deadline() time.Time { return w.start.Add(w.p.acquireTimeout()) }
+
+// TimeoutError is the error Acquire returns when its wait times out, for
+// the wait's caller to return when Deadline has passed; it counts the
+// timeout as Acquire's are.
+func (w OutsideWait[T]) TimeoutError() error {
+	w.p.acquireTimeouts.Add(1)
+	return w.p.timeoutError()
+}
+
+// End stops counting the wait.
+func (w OutsideWait[T]) End() {
+	p := w.p
+	end := time.Now()
+	p.queue.end(int64(w.start.Sub(p.epoch)), int64(end.Sub(p.epoch)))
+	p.waitNanos.Add(int64(end.Sub(w.start)))
+	p.outside.Add(-1)
+}
+
 // expired reports whether l is past its lifetime.
 func (l *Lease[T]) expired() bool {
 	return !l.expires.IsZero() && !time.Now().Before(l.expires)
@@ -1054,7 +1123,7 @@ func (p *Pool[T]) Stat() Stat {
 	s := Stat{Size: p.size, MinIdle: p.minIdle, Open: p.open, Dialing: p.dialing}
 	p.mu.Unlock()
 	s.Idle = min(p.idleCount(), s.Open)
-	s.Waiting = int(p.waiting.Load())
+	s.Waiting = int(p.waiting.Load() + p.outside.Load())
 	s.InUse = s.Open - s.Idle
 	s.Waits = p.waits.Load()
 	s.WaitTime = time.Duration(p.waitNanos.Load())

@@ -279,7 +279,10 @@ func TestBusy(t *testing.T) {
 	}
 	waited := make(chan *Lease[*fakeConn])
 	go func() { waited <- mustAcquire(t, p) }()
-	eventually(t, "the caller to wait", func() bool { return !p.Busy() })
+	eventually(t, "the caller to wait", func() bool { return p.Stat().Waiting == 1 })
+	if !p.Busy() {
+		t.Fatal("a full pool is not busy while a caller waits")
+	}
 	l.Release()
 	l = <-waited
 	l.Release()
@@ -838,6 +841,67 @@ func TestQuitAtRestCloseOtherwise(t *testing.T) {
 		if got := c.l.Conn().quit.Load(); got != c.quit {
 			t.Errorf("%s: quit %v, want %v", c.name, got, c.quit)
 		}
+	}
+}
+
+// A lease may pass straight from holder to holder while nobody waits in
+// Acquire and Release would keep it; otherwise it goes back through
+// Release.
+func TestPass(t *testing.T) {
+	d := &dialer{}
+	p := newPool(t, d, func(c *Config[*fakeConn]) { c.Size = 2 })
+	a, b := mustAcquire(t, p), mustAcquire(t, p)
+	before := a.IdleSince()
+	if !a.Pass() {
+		t.Error("a lease nobody else wants is not passable")
+	}
+	if !a.IdleSince().After(before) {
+		t.Error("a passed lease's IdleSince did not move")
+	}
+	got := make(chan *Lease[*fakeConn])
+	go func() { got <- mustAcquire(t, p) }()
+	eventually(t, "an Acquire waiting", func() bool { return p.Stat().Waiting == 1 })
+	if a.Pass() {
+		t.Error("passable while an Acquire waits")
+	}
+	a.Release()
+	a = <-got
+	p.Resize(1, 0) // two open: one too many
+	if a.Pass() {
+		t.Error("passable above the pool's size")
+	}
+	a.Release() // closed
+	b.Release()
+
+	old := newPool(t, &dialer{}, func(c *Config[*fakeConn]) { c.MaxLifetime = time.Millisecond })
+	l := mustAcquire(t, old)
+	time.Sleep(2 * time.Millisecond)
+	if l.Pass() {
+		t.Error("a connection past its lifetime is passable")
+	}
+	l.Release()
+}
+
+// A wait outside Acquire counts as Acquire's do, and times out with
+// Acquire's error.
+func TestWaitOutside(t *testing.T) {
+	d := &dialer{}
+	p := newPool(t, d, func(c *Config[*fakeConn]) { c.Size = 1; c.AcquireTimeout = 50 * time.Millisecond })
+	w := p.WaitOutside()
+	if d := time.Until(w.Deadline()); d <= 0 || d > 50*time.Millisecond {
+		t.Errorf("deadline in %v, want within the 50ms acquire timeout", d)
+	}
+	time.Sleep(time.Millisecond)
+	if s := p.Stat(); s.Waiting != 1 || s.QueueWait <= 0 {
+		t.Errorf("while waiting: %+v", s)
+	}
+	var te *AcquireTimeoutError
+	if err := w.TimeoutError(); !errors.As(err, &te) {
+		t.Errorf("TimeoutError %v, want an *AcquireTimeoutError", err)
+	}
+	w.End()
+	if s := p.Stat(); s.Waiting != 0 || s.Waits != 1 || s.WaitTime <= 0 || s.AcquireTimeouts != 1 {
+		t.Errorf("after the wait: %+v", s)
 	}
 }
 

@@ -15,9 +15,10 @@ const queueWaitDecay = time.Second
 // queueWaits keeps what QueueWait tells: the Acquire calls waiting now
 // (their number and the sum of their start times) and an exponentially
 // decaying average of the waits that ended. Only Acquire calls that wait
-// touch it (acquireSlow), and QueueWait only while some wait: an Acquire
-// that finds an idle connection never does. Times are nanoseconds since
-// the pool's epoch (monotonic).
+// touch it (acquireSlow), waits outside Acquire (WaitOutside), and
+// QueueWait only while some wait: an Acquire that finds an idle
+// connection never does. Times are nanoseconds since the pool's epoch
+// (monotonic).
 type queueWaits struct {
 	mu sync.Mutex
 	// n is the number of calls waiting; sum the sum of their start
@@ -75,7 +76,7 @@ func (q *queueWaits) wait(now int64) time.Duration {
 // stall at once; the second is what a steady queue makes each call wait.
 // When no call waits it costs one atomic load; it never allocates.
 func (p *Pool[T]) QueueWait(now time.Time) time.Duration {
-	if p.waiting.Load() == 0 {
+	if p.waiting.Load() == 0 && p.outside.Load() == 0 {
 		return 0
 	}
 	return p.queue.wait(int64(now.Sub(p.epoch)))

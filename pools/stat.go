@@ -17,7 +17,8 @@ type Stat struct {
 	InUse int
 	// Idle is the number of connections in the idle queue.
 	Idle int
-	// Waiting is the number of Acquire calls waiting for a connection now.
+	// Waiting is the number of Acquire calls waiting for a connection now,
+	// and of waits outside Acquire (Pool.WaitOutside).
 	Waiting int
 	// Dialing is the number of dials in flight.
 	Dialing int
@@ -26,9 +27,10 @@ type Stat struct {
 	QueueWait time.Duration
 
 	// Waits counts Acquire calls that found no idle connection and had to
-	// wait (for a release, a dial, a timeout or a cancellation).
+	// wait (for a release, a dial, a timeout or a cancellation), and waits
+	// outside Acquire.
 	Waits int64
-	// WaitTime is the total time spent by those Acquire calls.
+	// WaitTime is the total time those waits took.
 	WaitTime time.Duration
 	// Dials counts dials started.
 	Dials int64
@@ -38,6 +40,6 @@ type Stat struct {
 	// idle too long, over size, or the pool closed.
 	Destroyed int64
 	// AcquireTimeouts counts Acquire calls that ended with
-	// *AcquireTimeoutError.
+	// *AcquireTimeoutError, and waits outside Acquire that timed out.
 	AcquireTimeouts int64
 }

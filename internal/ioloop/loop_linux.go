@@ -34,13 +34,13 @@ type Loop struct {
 	running                       atomic.Int64
 
 	// The rest belongs to the loop's thread.
-	tasks []*Task  // by slot; nil: free
-	free  []uint32 // free slots
-	ready []*Task  // tasks to resume before the next wait
-	later []*Task  // tasks that yielded: resumed after the next completions
-	spare []func() // the inbox's previous backing array, reused
-	stop  bool     // Close was posted: no new tasks, I/O fails
-	done  chan struct{}
+	tasks      []*Task  // by slot; nil: free
+	free       []uint32 // free slots
+	ready      []*Task  // tasks to resume before the next wait
+	spareReady []*Task  // ready's previous backing array, reused
+	spare      []func() // the inbox's previous backing array, reused
+	stop       bool     // Close was posted: no new tasks, I/O fails
+	done       chan struct{}
 }
 
 // Config sizes a loop.
@@ -135,7 +135,7 @@ type Task struct {
 	ts         timespec
 
 	offload  func()        // set while the task asks for Offload
-	yielding bool          // set while the task asks for Yield
+	parked   bool          // set while the task is in Park, until a Wake
 	panicked *OffloadPanic // what Offload's function panicked with
 }
 
@@ -197,6 +197,7 @@ func (l *Loop) Close() {
 			l.stop = true
 			for _, t := range l.tasks {
 				if t != nil {
+					t.Wake() // first: a parked task's timeout is cancelled once
 					t.cancel()
 				}
 			}
@@ -269,11 +270,17 @@ func (l *Loop) run(cfg Config, started chan<- error) {
 	started <- nil
 	defer close(l.done)
 	for {
-		for i, t := range l.ready {
-			l.resume(t) // appends nothing to ready
-			l.ready[i] = nil
+		// A task resumed here may Wake another: resumed in this round
+		// too.
+		for len(l.ready) > 0 {
+			batch := l.ready
+			l.ready = l.spareReady[:0]
+			for i, t := range batch {
+				l.resume(t)
+				batch[i] = nil
+			}
+			l.spareReady = batch[:0]
 		}
-		l.ready = l.ready[:0]
 		if l.stop && l.live() == 0 {
 			l.mu.Lock()
 			l.exited = true
@@ -282,18 +289,11 @@ func (l *Loop) run(cfg Config, started chan<- error) {
 			_ = syscall.Close(l.efd)
 			return
 		}
-		wait := uint32(1)
-		if len(l.later) > 0 {
-			wait = 0 // tasks poll: do not sleep
-		}
 		// An idle loop lets its processor go: held, it would only be
 		// taken back by the runtime's preemption every 10 ms.
-		r.enter(wait, cfg.HoldProcessor && l.live() > 0)
+		r.enter(1, cfg.HoldProcessor && l.live() > 0)
 		l.enters.Add(1)
 		l.completions.Add(uint64(r.reap(l.complete)))
-		l.ready = append(l.ready, l.later...)
-		clear(l.later)
-		l.later = l.later[:0]
 	}
 }
 
@@ -348,11 +348,6 @@ func (l *Loop) resume(t *Task) {
 		l.tasks[t.slot] = nil
 		l.free = append(l.free, t.slot)
 		l.running.Add(-1)
-		return
-	}
-	if t.yielding {
-		t.yielding = false
-		l.later = append(l.later, t)
 		return
 	}
 	if fn := t.offload; fn != nil {
@@ -570,16 +565,57 @@ func (t *Task) Offload(fn func()) {
 	}
 }
 
-// Yield lets the loop go round once: t resumes after the loop has
-// submitted what is queued and taken the completions there are, without
-// sleeping for them. It is for a task that polls for something the other
-// tasks of its loop give back (a pooled connection): a poll costs no
-// system call of its own, but the loop does not sleep while tasks yield,
-// so poll for a short while only, then wait through Offload.
-func (t *Task) Yield() {
-	t.yielding = true
-	t.yield(struct{}{})
+// Park suspends t until another task of its loop calls Wake (or any
+// goroutine WakeAsync), or until deadline passes (zero: never). It is how
+// a task waits for something the other tasks of its loop give it (a
+// pooled connection a session lets go), without a goroutine and without
+// a system call of its own: a deadline is one more operation in the
+// loop's next submission. Wakes may come early or twice (a deadline
+// cancelled, a WakeAsync for an earlier wait): a caller re-checks what
+// it waits for. Park returns ErrClosed at once when the loop is closing;
+// a Close ends every Park.
+func (t *Task) Park(deadline time.Time) error {
+	d, err := t.begin(deadline)
+	switch {
+	case err == ErrTimeout:
+		return nil // the deadline has passed: done waiting
+	case err != nil:
+		return err
+	}
+	t.parked = true
+	if d == 0 {
+		t.yield(struct{}{}) // Wake puts t back on the ready list
+	} else {
+		r := t.l.r
+		r.reserve(1)
+		t.cancelData = userData(kindMain, t.slot, t.gen)
+		r.prepTimeout(&t.ts, d, t.cancelData)
+		t.wait(1) // the timeout's completion: passed, or cancelled by Wake
+	}
+	t.parked = false
+	return nil
 }
+
+// Wake ends t's Park, if t is parked; otherwise it does nothing. Only a
+// task of t's loop (or a function the loop runs) may call it: other
+// goroutines call WakeAsync. t resumes in the loop's current round, after
+// the caller waits or returns.
+func (t *Task) Wake() {
+	if !t.parked || t.l.tasks[t.slot] != t {
+		return
+	}
+	t.parked = false
+	if t.cancelData != 0 {
+		t.cancel() // the timeout completes cancelled and resumes t
+		return
+	}
+	t.l.ready = append(t.l.ready, t)
+}
+
+// WakeAsync is Wake for any goroutine: it posts the Wake to t's loop and
+// does not wait. A WakeAsync that reaches the loop after t's Park ended
+// may end t's next Park early.
+func (t *Task) WakeAsync() { t.l.post(t.Wake, false) }
 
 // Loop returns the loop t runs on.
 func (t *Task) Loop() *Loop { return t.l }

@@ -65,8 +65,14 @@ func (*Task) SendRecv(int, []byte, []byte, time.Time) (int, int, error) {
 	return 0, 0, errUnsupported
 }
 
-// Yield does nothing.
-func (*Task) Yield() {}
+// Park fails.
+func (*Task) Park(time.Time) error { return errUnsupported }
+
+// Wake does nothing.
+func (*Task) Wake() {}
+
+// WakeAsync does nothing.
+func (*Task) WakeAsync() {}
 
 // Offload runs fn.
 func (*Task) Offload(fn func()) { fn() }

@@ -364,32 +364,79 @@ func TestOffloadPanic(t *testing.T) {
 	<-run(t, l, func(*Task) {}) // the loop still runs tasks
 }
 
-// TestYield: a task that yields in a loop sees what another task of its
-// loop does meanwhile, and the loop does not sleep on it.
-func TestYield(t *testing.T) {
-	l := newLoop(t, Config{})
-	var flag bool
-	polls := 0
-	poller := run(t, l, func(tk *Task) {
-		for !flag {
-			polls++
-			tk.Yield()
-		}
-	})
-	c, s := pair(t)
-	<-run(t, l, func(tk *Task) {
-		withFD(t, c, func(fd int) {
-			go func() { _, _ = s.Write([]byte("x")) }()
-			if _, err := tk.Recv(fd, make([]byte, 1), time.Time{}); err != nil {
+// TestPark: a parked task resumes when a task of its loop wakes it (also
+// one just woken itself, in the same round), when a goroutine does, when
+// its deadline passes, and when the loop closes; a wake of a task that is
+// not parked, or a second wake, does nothing.
+func TestPark(t *testing.T) {
+	l, err := New(Config{})
+	if err != nil {
+		t.Skipf("no io_uring here: %v", err)
+	}
+	defer l.Close()
+	tasks := make(chan *Task, 3)
+	var order []string // tasks of one loop run one at a time
+	parker := func(name string, deadline time.Time, then func()) <-chan struct{} {
+		return run(t, l, func(tk *Task) {
+			tasks <- tk
+			if err := tk.Park(deadline); err != nil {
 				t.Error(err)
 			}
-			flag = true // tasks of one loop run one at a time
+			order = append(order, name)
+			then()
 		})
-	})
-	<-poller
-	if polls == 0 {
-		t.Error("the poller never yielded")
 	}
+	var b, c *Task
+	// first, resumed from the loop's ready list, wakes the others (each
+	// twice): second in the same round, third by cancelling its deadline.
+	first := parker("first", time.Time{}, func() { b.Wake(); b.Wake(); c.Wake(); c.Wake() })
+	second := parker("second", time.Time{}, func() {})
+	third := parker("third", time.Now().Add(time.Minute), func() {})
+	a := <-tasks // tasks start in order
+	b, c = <-tasks, <-tasks
+	<-run(t, l, func(*Task) { a.Wake() })
+	<-first
+	<-second
+	<-third
+	if fmt.Sprint(order) != "[first second third]" {
+		t.Errorf("order %v", order)
+	}
+
+	// A goroutine's wake; the deadline; a wake of a task not parked.
+	woken := make(chan *Task, 1)
+	done := run(t, l, func(tk *Task) {
+		woken <- tk
+		if err := tk.Park(time.Time{}); err != nil {
+			t.Error(err)
+		}
+		start := time.Now()
+		if err := tk.Park(start.Add(20 * time.Millisecond)); err != nil {
+			t.Error(err)
+		}
+		if waited := time.Since(start); waited < 20*time.Millisecond {
+			t.Errorf("Park returned %v before its deadline", 20*time.Millisecond-waited)
+		}
+		tk.Wake() // not parked: nothing
+		if err := tk.Park(time.Now().Add(-time.Second)); err != nil {
+			t.Errorf("Park past its deadline: %v", err)
+		}
+	})
+	(<-woken).WakeAsync()
+	<-done
+
+	// Close ends a Park; the next fails.
+	closed := run(t, l, func(tk *Task) {
+		woken <- tk
+		if err := tk.Park(time.Time{}); err != nil {
+			t.Errorf("Park ended by Close: %v", err)
+		}
+		if err := tk.Park(time.Time{}); !errors.Is(err, ErrClosed) {
+			t.Errorf("Park after Close: %v, want ErrClosed", err)
+		}
+	})
+	<-woken
+	l.Close()
+	<-closed
 }
 
 // TestHoldProcessorLetsTheRuntimeRun: with one processor (GOMAXPROCS=1),

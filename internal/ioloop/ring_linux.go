@@ -26,6 +26,7 @@ const (
 
 	sqeIOLink = 1 << 2
 
+	opTimeout     = 11
 	opAsyncCancel = 14
 	opLinkTimeout = 15
 	opRead        = 22
@@ -181,6 +182,16 @@ func (r *ring) prepLinkTimeout(ts *timespec, d time.Duration, userData uint64) {
 	*ts = timespec{sec: int64(d / time.Second), nsec: int64(d % time.Second)}
 	s := r.next()
 	s.opcode, s.fd, s.len, s.userData = opLinkTimeout, -1, 1, userData
+	s.addr = uint64(uintptr(unsafe.Pointer(ts)))
+}
+
+// prepTimeout writes a TIMEOUT that completes when d has passed
+// (-ETIME), unless cancelled first. ts must stay put until the next
+// enter, which copies it.
+func (r *ring) prepTimeout(ts *timespec, d time.Duration, userData uint64) {
+	*ts = timespec{sec: int64(d / time.Second), nsec: int64(d % time.Second)}
+	s := r.next()
+	s.opcode, s.fd, s.len, s.userData = opTimeout, -1, 1, userData
 	s.addr = uint64(uintptr(unsafe.Pointer(ts)))
 }
 
