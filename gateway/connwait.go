@@ -156,9 +156,10 @@ func (q *connQueue) push(ss *Session) {
 }
 
 // poll is the poller's look at the pool at now: the first waiters get
-// the connections found idle, or leave timed out; and when the pool is no
-// longer busy (room for a dial) one of them leaves for Acquire (one a
-// poll: it dials before the pool is seen again).
+// the connections found idle, or leave timed out, or all leave for
+// Acquire when the pool is closed; and when the pool is no longer busy
+// (room for a dial) one of them leaves for Acquire (one a poll: it dials
+// before the pool is seen again).
 func (q *connQueue) poll(pool *pools.Pool[*backendConn], now time.Time) {
 	for len(q.waiters) > 0 {
 		first := q.waiters[0]
@@ -168,6 +169,8 @@ func (q *connQueue) poll(pool *pools.Pool[*backendConn], now time.Time) {
 			continue
 		}
 		switch {
+		case pool.Closed(): // a reload removed the backend: Acquire says so
+			q.leave(first, connAcquire)
 		case !now.Before(first.connWait.deadline):
 			q.leave(first, connTimeout)
 		case !pool.Busy():

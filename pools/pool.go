@@ -371,6 +371,9 @@ func (p *Pool[T]) TryAcquire() (l *Lease[T], ok bool) {
 	}
 }
 
+// Closed reports whether Close was called: Acquire fails with ErrClosed.
+func (p *Pool[T]) Closed() bool { return p.closed.Load() }
+
 // Busy reports whether a caller of Acquire would have to wait for a
 // connection to come back: none is idle and none may be dialed (open and
 // dialing ones fill the pool's size).
