@@ -121,7 +121,8 @@ func TestConnQueuePassesInOrder(t *testing.T) {
 	}
 	// The holders: the first lets go once three wait, and each served
 	// session passes it on; the second keeps its connection till the end.
-	for h := range 2 {
+	// with runs fn in a session on the loop with a connection it leases.
+	with := func(fn func(ss *Session, l *pools.Lease[*backendConn])) {
 		wg.Add(1)
 		r.session(func(ss *Session) {
 			defer wg.Done()
@@ -130,6 +131,11 @@ func TestConnQueuePassesInOrder(t *testing.T) {
 				t.Error(err)
 				return
 			}
+			fn(ss, l)
+		})
+	}
+	for h := range 2 {
+		with(func(ss *Session, l *pools.Lease[*backendConn]) {
 			for q := r.waits[r.pool]; h == 0 && (q == nil || len(q.waiters) < 3) || h == 1 && len(got) < 3; q = r.waits[r.pool] {
 				_ = ss.task.Park(time.Now().Add(time.Millisecond))
 			}
@@ -140,14 +146,7 @@ func TestConnQueuePassesInOrder(t *testing.T) {
 		for r.pool.Stat().InUse < 2 || r.queued() < i {
 			time.Sleep(time.Millisecond)
 		}
-		wg.Add(1)
-		r.session(func(ss *Session) {
-			defer wg.Done()
-			l, err := ss.acquire(r.pool)
-			if err != nil {
-				t.Error(err)
-				return
-			}
+		with(func(ss *Session, l *pools.Lease[*backendConn]) {
 			got = append(got, fmt.Sprint(i))
 			done(ss, l)
 		})
