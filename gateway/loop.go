@@ -143,7 +143,7 @@ func (r offloadReason) String() string { return offloadNames[r] }
 // loop, while every connection is busy, one passed on by a session of the
 // same loop (waitOnLoop: no goroutine, no wake-up), else through blocking
 // (a dial, or a wait, in the pool's Acquire).
-func (ss *Session) acquire(pool *pools.Pool[*backendConn]) (l *pools.Lease[*backendConn], err error) {
+func (ss *Session) acquire(pool *pools.Pool[*backendConn]) (*pools.Lease[*backendConn], error) {
 	if ss.task == nil {
 		return pool.Acquire(ss.statementContext())
 	}
@@ -155,6 +155,13 @@ func (ss *Session) acquire(pool *pools.Pool[*backendConn]) (l *pools.Lease[*back
 			return l, err
 		}
 	}
+	return ss.acquireBlocking(pool)
+}
+
+// acquireBlocking is acquire's wait in the pool's Acquire, on a
+// goroutine: a function of its own, so that what its closure captures
+// is not allocated on acquire's fast paths.
+func (ss *Session) acquireBlocking(pool *pools.Pool[*backendConn]) (l *pools.Lease[*backendConn], err error) {
 	ss.blocking(offloadPool, func() { l, err = pool.Acquire(ss.statementContext()) })
 	return l, err
 }

@@ -154,6 +154,18 @@ func (ss *Session) pickReplica(snap *healthcheck.Snapshot, conf *config.Cluster,
 // only waits for a suspect backend's probe) for one to appear, asking
 // discovery for early rounds meanwhile. In split brain it refuses at once.
 func (ss *Session) primaryBackend(snap *healthcheck.Snapshot, conf *config.Cluster, avoid string, quick bool) (*backend, error) {
+	if c := snap.Cluster(ss.cluster.name); c != nil && c.Primary != "" && c.Primary != avoid {
+		if be := ss.cluster.backend(c.Primary); be != nil {
+			return be, nil
+		}
+	}
+	return ss.waitPrimary(snap, conf, avoid, quick)
+}
+
+// waitPrimary is primaryBackend without a primary at hand: a function of
+// its own, so that what its wait's closure captures is not allocated on
+// primaryBackend's fast path.
+func (ss *Session) waitPrimary(snap *healthcheck.Snapshot, conf *config.Cluster, avoid string, quick bool) (*backend, error) {
 	var timer *time.Timer
 	var waited time.Time
 	for {

@@ -65,35 +65,55 @@ func benchRoute(b *testing.B, replicas int, mod ...func(*config.Cluster)) {
 		m(&conf)
 	}
 	ss.cluster.conf.Store(&conf)
-	read := wire.Result{Status: wire.StatusAutocommit, HadResultSet: true, Rows: 1}
-	write := wire.Result{Status: wire.StatusAutocommit, OK: wire.OK{AffectedRows: 1}}
-	queries := []string{
-		"SELECT c FROM sbtest1 WHERE id=5042",
-		"UPDATE sbtest3 SET k=k+1 WHERE id=5000",
-		"SELECT DISTINCT c FROM sbtest2 WHERE id BETWEEN 10 AND 109 ORDER BY c",
-	}
 	// run() takes the statement's arrival time from its metrics span; a
 	// fixed one here (the idle check then never peeks, as under load).
 	ss.now = time.Now()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		q := queries[i%len(queries)]
-		route := ss.srv.classifier.Classify(q)
-		ss.shedCheck = ss.mayShed(wire.ComQuery, route) // as run does
-		conn, err := ss.backend(route, "", false)
-		ss.shedCheck = false
-		if err != nil {
-			b.Fatal(err)
-		}
-		res := read
-		if route.DML != querypath.DMLNone {
-			res = write
-		}
-		ss.afterStatement(conn, route, res, unsafe.Slice(unsafe.StringData(q), len(q)))
-		if ss.lease != nil { // a write holds its connection for one statement
-			ss.setPins(0)
-			ss.releaseLease()
+		routeOnce(b, ss, benchQueries[i%len(benchQueries)])
+	}
+}
+
+// benchQueries are sysbench's statements: a point select, an update, a
+// range.
+var benchQueries = []string{
+	"SELECT c FROM sbtest1 WHERE id=5042",
+	"UPDATE sbtest3 SET k=k+1 WHERE id=5000",
+	"SELECT DISTINCT c FROM sbtest2 WHERE id BETWEEN 10 AND 109 ORDER BY c",
+}
+
+// routeOnce is the gateway's work for statement q, without the network.
+func routeOnce(tb testing.TB, ss *Session, q string) {
+	route := ss.srv.classifier.Classify(q)
+	ss.shedCheck = ss.mayShed(wire.ComQuery, route) // as run does
+	conn, err := ss.backend(route, "", false)
+	ss.shedCheck = false
+	if err != nil {
+		tb.Fatal(err)
+	}
+	res := wire.Result{Status: wire.StatusAutocommit, HadResultSet: true, Rows: 1}
+	if route.DML != querypath.DMLNone {
+		res = wire.Result{Status: wire.StatusAutocommit, OK: wire.OK{AffectedRows: 1}}
+	}
+	ss.afterStatement(conn, route, res, unsafe.Slice(unsafe.StringData(q), len(q)))
+	if ss.lease != nil { // a write holds its connection for one statement
+		ss.setPins(0)
+		ss.releaseLease()
+	}
+}
+
+// The statement path allocates nothing: classify, pick a backend (the
+// primary, or a replica), lease and release a connection, record.
+func TestRouteStatementAllocatesNothing(t *testing.T) {
+	for _, replicas := range []int{0, 2} {
+		ss := benchSession(t, replicas)
+		ss.now = time.Now()
+		for _, q := range benchQueries {
+			routeOnce(t, ss, q) // warm: pools dialed, replicas picked
+			if n := testing.AllocsPerRun(100, func() { routeOnce(t, ss, q) }); n != 0 {
+				t.Errorf("%d replicas, %q: %v allocations per statement, want 0", replicas, q, n)
+			}
 		}
 	}
 }

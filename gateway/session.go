@@ -543,7 +543,7 @@ func (ss *Session) comQuery(p []byte) error {
 		}
 	}
 	if or, ai := ss.routeOwner(ss.db, route); or != ownerNone {
-		return ss.runOwner(ss.db, sql, p, route, or, ai, func() error { return ss.run(p, route, wire.ResponseQuery) })
+		return ss.comQueryOwner(sql, p, route, or, ai)
 	}
 	if route.Kind == querypath.KindUse && !route.MultiStatement {
 		if db, t, ok := splitTarget(route.Database); ok {
@@ -582,6 +582,14 @@ func (ss *Session) comQuery(p []byte) error {
 		}
 	}
 	return ss.run(p, route, wire.ResponseQuery)
+}
+
+// comQueryOwner runs a text-protocol statement that concerns the owner
+// (runOwner): a function of its own, so that what the fallback's closure
+// captures (the statement and its route) is not allocated for every
+// statement comQuery runs.
+func (ss *Session) comQueryOwner(sql string, p []byte, route querypath.Route, or ownerRoute, ai *config.AutoIncrement) error {
+	return ss.runOwner(ss.db, sql, p, route, or, ai, func() error { return ss.run(p, route, wire.ResponseQuery) })
 }
 
 // useTarget answers USE db@replica, USE db@primary and USE @replica: the
@@ -705,8 +713,10 @@ func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind)
 	res, err := ss.relay.Run(ss.client, conn.Conn, kind)
 	ss.watchFrom.Store(0)
 	ss.endInFlight()
-	if se := (*wire.SendError)(nil); err != nil && res.Packets == 0 && errors.As(err, &se) {
-		return ss.sendFailed(conn, se.Err)
+	if err != nil && res.Packets == 0 {
+		if se, ok := errors.AsType[*wire.SendError](err); ok {
+			return ss.sendFailed(conn, se.Err)
+		}
 	}
 	if res.Warnings > 0 || res.Err != nil {
 		conn.warnListed = true
