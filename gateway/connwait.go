@@ -118,6 +118,9 @@ func (ss *Session) waitOnLoop(pool *pools.Pool[*backendConn]) (l *pools.Lease[*b
 	defer w.parked.Store(nil)
 	for {
 		if w.q == nil { // out of the queue: what did it get?
+			if len(q.waiters) == 0 && pool.Closed() {
+				delete(ss.loopWaits, pool) // a reload removed the backend
+			}
 			ss.srv.metrics.connWait(w.outcome)
 			switch w.outcome {
 			case connPassed, connFound:

@@ -222,6 +222,11 @@ func TestConnQueueOutcomes(t *testing.T) {
 	if err := <-result; !errors.Is(err, pools.ErrClosed) {
 		t.Fatalf("the pool closed during the wait: %v, want ErrClosed", err)
 	}
+	r.onLoop(func() {
+		if _, ok := r.waits[r.pool]; ok {
+			t.Error("the queue of a closed pool stays")
+		}
+	})
 	a.Release()
 	b.Release()
 }
