@@ -779,7 +779,7 @@ func (l *Lease[T]) Pool() *Pool[T] { return l.p }
 // OutsideWait is a wait for a connection outside Acquire, counted as one
 // in Acquire is (Stat's Waits and WaitTime, QueueWait): a caller that
 // must not block (a task of an event loop) waits for a holder to pass it
-// a lease (Lease.Passable) or for TryAcquire to find one idle.
+// a lease (Lease.Pass) or for TryAcquire to find one idle.
 type OutsideWait[T Conn] struct {
 	p     *Pool[T]
 	start time.Time
