@@ -27,8 +27,9 @@
 //     go below.
 //   - gateway: the gateway of the case (below).
 //   - gateway-loop: the same gateway with io_loops: 1, its sessions on an
-//     io_uring loop. Not among the default targets: name it in -targets
-//     (BENCH_TARGETS=direct,gorelay,gateway,gateway-loop) to compare.
+//     io_uring loop. A default target where the kernel allows io_uring
+//     (sbbench starts a loop to find out); elsewhere it would only repeat
+//     gateway's numbers.
 //   - peers (-peers, BENCH_PEERS: name=[user:password@]host:port[#pid]):
 //     endpoints the user runs, a ProxySQL for example, which must forward
 //     to the benchmark's primary with the backend account (or the given

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/directgate/directgate/e2e/mariadbtest"
+	"github.com/directgate/directgate/internal/ioloop"
 )
 
 // settings are the knobs of one benchmark run.
@@ -55,12 +56,13 @@ const (
 	targetGorelay = "gorelay" // e2e/bench/cmd/gorelay in front of the primary
 	targetGateway = "gateway" // the gateway of the case (main, mux or replicas)
 	// targetGatewayLoop is the gateway of the case with io_loops: 1 (its
-	// sessions on an io_uring loop). Not run unless -targets names it.
+	// sessions on an io_uring loop). A default target where the kernel
+	// allows io_uring.
 	targetGatewayLoop = "gateway-loop"
 )
 
-// builtinTargets run when -targets is not given; knownTargets may be
-// given.
+// builtinTargets run when -targets is not given, and gateway-loop too
+// where io_uring works; knownTargets may be given.
 var (
 	builtinTargets = []string{targetDirect, targetHAProxy, targetGorelay, targetGateway}
 	knownTargets   = append(slices.Clone(builtinTargets), targetGatewayLoop)
@@ -190,6 +192,9 @@ func run() (code int) {
 		fmt.Fprintln(os.Stderr, "sbbench:", err)
 		return 2
 	}
+	if slices.Contains(s.Targets, targetGatewayLoop) && !ioUring() {
+		logf("io_uring is not available here: gateway-loop runs its sessions on goroutines, as gateway does")
+	}
 
 	// The first SIGINT/SIGTERM/SIGHUP cancels ctx: the running sysbench is
 	// killed, partial results are written and everything is stopped. Later
@@ -295,7 +300,7 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	fs.IntVar(&s.Rate, "rate", rate, "queries per second of the equal-rate point_select case, below what every target sustains; 0 leaves the case out (env BENCH_RATE)")
 	fs.StringVar(&s.LuaDir, "lua", "e2e/bench/lua", "directory of the repository's sysbench scripts (hotrow.lua)")
 	targets := fs.String("targets", getenv("BENCH_TARGETS"), "comma-separated targets run in every round: direct (always run), haproxy, gorelay, gateway and peer names; "+
-		"default direct,haproxy,gorelay,gateway and every peer (env BENCH_TARGETS)")
+		"default direct,haproxy,gorelay,gateway, gateway-loop where io_uring works, and every peer (env BENCH_TARGETS)")
 	peers := fs.String("peers", getenv("BENCH_PEERS"), "external endpoints forwarding to the benchmark's primary, as name=[user:password@]host:port[#pid],...; "+
 		"credentials default to gateway:secret, #pid measures that process's CPU (env BENCH_PEERS)")
 	fs.StringVar(&s.ResultsDir, "results", "results", "parent of the results/<timestamp> directory")
@@ -314,7 +319,7 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	if s.Peers, err = parsePeers(*peers); err != nil {
 		return s, fmt.Errorf("-peers: %w", err)
 	}
-	if s.Targets, err = parseTargets(*targets, s.Peers); err != nil {
+	if s.Targets, err = parseTargets(*targets, s.Peers, ioUring()); err != nil {
 		return s, fmt.Errorf("-targets: %w", err)
 	}
 	return s, nil
@@ -367,12 +372,16 @@ func parsePeers(v string) ([]peer, error) {
 	return out, nil
 }
 
-// parseTargets reads -targets; empty means the built-in targets and every
-// peer. direct always runs, first: the ratios are to it.
-func parseTargets(v string, peers []peer) ([]string, error) {
+// parseTargets reads -targets; empty means the built-in targets (and
+// gateway-loop with loops: io_uring works here) and every peer. direct
+// always runs, first: the ratios are to it.
+func parseTargets(v string, peers []peer, loops bool) ([]string, error) {
 	var names []string
 	if strings.TrimSpace(v) == "" {
 		names = slices.Clone(builtinTargets)
+		if loops {
+			names = append(names, targetGatewayLoop)
+		}
 		for _, p := range peers {
 			names = append(names, p.Name)
 		}
@@ -1238,4 +1247,15 @@ func cmpBool(a, b bool) int {
 		return 1
 	}
 	return -1
+}
+
+// ioUring reports whether this machine's kernel lets a process use
+// io_uring (the gateway's io_loops): a loop starts and stops.
+func ioUring() bool {
+	l, err := ioloop.New(ioloop.Config{})
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
 }

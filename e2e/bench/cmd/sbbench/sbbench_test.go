@@ -201,10 +201,15 @@ func TestSettingsAndCases(t *testing.T) {
 	} else if cases, err := buildCases(s2); err != nil || len(cases) != 20 {
 		t.Fatalf("-rate 0: %d cases, %v", len(cases), err)
 	}
-	// Every case runs the default targets, but the replica-read and
-	// hot-row cases only direct and the gateway.
+	// Every case runs the default targets (gateway-loop where io_uring
+	// works), but the replica-read and hot-row cases only direct and the
+	// gateway.
+	defaults := "direct,haproxy,gorelay,gateway"
+	if ioUring() {
+		defaults += ",gateway-loop"
+	}
 	for _, c := range cases {
-		want := "direct,haproxy,gorelay,gateway"
+		want := defaults
 		if c.ReplicaReads || c.HotRows || c.HotReads {
 			want = "direct,gateway"
 		}
@@ -301,19 +306,24 @@ func TestTargetsAndPeers(t *testing.T) {
 		}
 	}
 
-	for _, tc := range []struct{ flag, want string }{
-		{"", "direct,haproxy,gorelay,gateway,proxysql,px2"},
-		{"gateway", "direct,gateway"},
-		{" gateway, px2 ,direct,gateway", "direct,gateway,px2"},
-		{"gorelay,haproxy", "direct,gorelay,haproxy"},
-		{"gateway,gateway-loop", "direct,gateway,gateway-loop"},
+	for _, tc := range []struct {
+		flag  string
+		loops bool
+		want  string
+	}{
+		{"", true, "direct,haproxy,gorelay,gateway,gateway-loop,proxysql,px2"},
+		{"", false, "direct,haproxy,gorelay,gateway,proxysql,px2"},
+		{"gateway", true, "direct,gateway"},
+		{" gateway, px2 ,direct,gateway", true, "direct,gateway,px2"},
+		{"gorelay,haproxy", true, "direct,gorelay,haproxy"},
+		{"gateway,gateway-loop", false, "direct,gateway,gateway-loop"},
 	} {
-		got, err := parseTargets(tc.flag, peers)
+		got, err := parseTargets(tc.flag, peers, tc.loops)
 		if err != nil || strings.Join(got, ",") != tc.want {
-			t.Errorf("parseTargets(%q) = %v, %v; want %s", tc.flag, got, err, tc.want)
+			t.Errorf("parseTargets(%q, io_uring %v) = %v, %v; want %s", tc.flag, tc.loops, got, err, tc.want)
 		}
 	}
-	if _, err := parseTargets("direct,nginx", peers); err == nil {
+	if _, err := parseTargets("direct,nginx", peers, true); err == nil {
 		t.Error("unknown target: no error")
 	}
 
