@@ -283,7 +283,7 @@ var columns = []struct {
 
 const tableLegend = `Targets, each run in every round, in this order: direct = the MariaDB primary; haproxy = HAProxy in TCP mode
 in front of it; gorelay = a minimal Go TCP relay (io.Copy per direction: the floor of a Go proxy); gateway = the
-gateway; gateway-loop = the same gateway with io_loops: 1 (run only when named in -targets); any other name = a peer given with -peers (an endpoint you run, forwarding to the primary).
+gateway; gateway-loop = the same gateway with io_loops: 1 (a default target where io_uring works); any other name = a peer given with -peers (an endpoint you run, forwarding to the primary).
 ×direct: median over rounds of the target's QPS / direct QPS in the same round (1.00 = as fast as direct).
 p95 ms: sysbench's 95th percentile latency per event. CPU per query, from /proc over sysbench's measured window:
 proxy = the proxy process (haproxy, gorelay, the gateway; a peer only when given with #pid); db = the primary
