@@ -74,8 +74,10 @@ func TestPoolClosesQuit(t *testing.T) {
 		db.Close()
 		allClosed("the XA connection to close")
 
-		// What is open at shutdown closes too.
-		db2 := open(t, dsnFor(srv.Addr().String(), appUser, appPass))
+		// What is open at shutdown closes too: a gateway whose idle
+		// connections stay.
+		srv2 := startTestGateway(t, "quit", clusterYAML(loops, user, "quit-secret", "{size: 4, min_idle: 0}"))
+		db2 := open(t, dsnFor(srv2.Addr().String(), appUser, appPass))
 		if _, err := db2.Exec("SELECT 1"); err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +87,7 @@ func TestPoolClosesQuit(t *testing.T) {
 		}
 		shutCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		if err := srv.Shutdown(shutCtx); err != nil {
+		if err := srv2.Shutdown(shutCtx); err != nil {
 			t.Fatal(err)
 		}
 		allClosed("the gateway's connections to close")
