@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -33,7 +34,7 @@ func newConnWaitRig(t *testing.T, acquireTimeout time.Duration) *connWaitRig {
 	}
 	pipe := func() *wire.Conn {
 		a, b := net.Pipe()
-		go func() { _, _ = discard(b) }()
+		go func() { _, _ = io.Copy(io.Discard, b) }() // a Quit's COM_QUIT
 		t.Cleanup(func() { a.Close(); b.Close() })
 		return wire.NewConn(a, 64, 64)
 	}
@@ -48,16 +49,6 @@ func newConnWaitRig(t *testing.T, acquireTimeout time.Duration) *connWaitRig {
 	}
 	t.Cleanup(func() { loop.Close(); pool.Close() })
 	return &connWaitRig{t: t, loop: loop, pool: pool, srv: &Server{}, waits: loopWaits{}}
-}
-
-// discard reads c until it fails.
-func discard(c net.Conn) (int, error) {
-	buf := make([]byte, 64)
-	for {
-		if _, err := c.Read(buf); err != nil {
-			return 0, err
-		}
-	}
 }
 
 // session starts a session on the loop that runs fn as its task.
@@ -94,6 +85,7 @@ func (r *connWaitRig) queued() int {
 	return n
 }
 
+// waitQueued waits until n sessions wait in the pool's queue on the loop.
 func (r *connWaitRig) waitQueued(n int) {
 	r.t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); r.queued() != n; time.Sleep(time.Millisecond) {
