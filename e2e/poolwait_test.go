@@ -19,7 +19,7 @@ func TestPoolWaits(t *testing.T) {
 		"DELETE FROM poolwait")
 	forIOLoops(t, "", func(t *testing.T, loops int) {
 		srv := startTestGateway(t, "poolwait", clusterYAML(loops, backendUser, backendPass,
-			"{size: 2, min_idle: 0, acquire_timeout: 300ms}", "hot_row: {max_concurrency: 0}"))
+			"{size: 2, min_idle: 0, acquire_timeout: 1s}", "hot_row: {max_concurrency: 0}"))
 		db := open(t, dsnFor(srv.Addr().String(), appUser, appPass))
 		const clients, each = 24, 25
 		db.SetMaxOpenConns(clients)
