@@ -26,6 +26,9 @@ type fakeOwner struct {
 	base int64 // values are base+1, base+2, ...
 
 	standby atomic.Bool
+	// refused, when set, is called each time the standby refuses a
+	// statement (not a login).
+	refused atomic.Pointer[func()]
 	// hangUp closes the connection after reading a statement, without
 	// answering: the statement may have run. hang never answers (a
 	// paused owner).
@@ -142,6 +145,9 @@ func (o *fakeOwner) serve(nc net.Conn) {
 			_, _ = io.Copy(io.Discard, nc)
 			return
 		case o.standby.Load():
+			if f := o.refused.Load(); f != nil {
+				(*f)()
+			}
 			writeErr(standbyErr())
 			continue
 		case q == "SHOW OWNER TABLES":
@@ -374,7 +380,11 @@ func TestForwardHoldsStandbyRefusal(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.standby.Store(true)
-	time.AfterFunc(100*time.Millisecond, func() { lead.set(b.addr) })
+	// The leadership moves 100 ms after a first refuses the statement, so
+	// a slow start of Forward cannot find b leading already.
+	var move sync.Once
+	moveLater := func() { move.Do(func() { time.AfterFunc(100*time.Millisecond, func() { lead.set(b.addr) }) }) }
+	a.refused.Store(&moveLater)
 
 	cl, srv := net.Pipe()
 	packets := make(chan []byte, 16)
