@@ -16,7 +16,10 @@
 // connection of its own for every probe (never a serving pool's), times a
 // SELECT 1, and reads @@read_only, @@server_id, @@version and the
 // replication status (SHOW ALL SLAVES STATUS on MariaDB, then SHOW REPLICA
-// STATUS and SHOW SLAVE STATUS). Tests inject fakes.
+// STATUS and SHOW SLAVE STATUS). Tests inject fakes. A prober may decline
+// to probe (a Result whose Err wraps ErrNotProbed, as a gateway does while
+// a fleet-wide connection cap has no room for the probe's connection):
+// the backend's state, the probe counts and the share are left alone.
 //
 // # States
 //

@@ -434,7 +434,9 @@ func (o *Observer) roundProbe(b Backend) Result {
 		return r
 	}
 	r := o.probe(b)
-	box.s.Probed(b, r)
+	if !errors.Is(r.Err, ErrNotProbed) {
+		box.s.Probed(b, r)
+	}
 	return r
 }
 
@@ -446,6 +448,9 @@ func (o *Observer) probe(b Backend) (r Result) {
 	o.inFlight.Add(1)
 	defer func() {
 		o.inFlight.Add(-1)
+		if errors.Is(r.Err, ErrNotProbed) {
+			return
+		}
 		o.probes.Add(1)
 		if good, _ := judge(r); !good {
 			o.probeFailures.Add(1)
@@ -477,6 +482,12 @@ func judge(r Result) (bool, string) {
 func (o *Observer) apply(t *tracked, r Result, started, now time.Time) (logEvent, bool) {
 	if started.Before(t.suspectAt) {
 		return logEvent{}, false // began before a reported failure: stale
+	}
+	if errors.Is(r.Err, ErrNotProbed) {
+		if t.state == StateUnknown {
+			t.reason = r.Err.Error()
+		}
+		return logEvent{}, false // nothing learned
 	}
 	t.last = r
 	t.lastProbe = now

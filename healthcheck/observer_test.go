@@ -3,7 +3,9 @@ package healthcheck
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -593,5 +595,68 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 5s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// recordingShare is a Share with no results that records what it is given.
+type recordingShare struct {
+	mu     sync.Mutex
+	probed []Result
+}
+
+func (s *recordingShare) Result(Backend) (Result, bool) { return Result{}, false }
+
+func (s *recordingShare) Probed(_ Backend, r Result) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.probed = append(s.probed, r)
+}
+
+// A prober that declines (ErrNotProbed) teaches the observer nothing: the
+// state stays, no probe or failure is counted, the share is not fed, and
+// a reported failure still waits for a real probe to decide.
+func TestNotProbedChangesNothing(t *testing.T) {
+	p := newFakeProber()
+	notProbed := Result{Err: fmt.Errorf("%w: waiting for room under the cap", ErrNotProbed)}
+	a, b := Backend{Addr: "a:1", Cluster: "c"}, Backend{Addr: "b:1", Cluster: "c"}
+	p.set(a.Addr, notProbed)
+	p.set(b.Addr, primaryOK)
+	o := manual(t, p, a, b)
+	sh := &recordingShare{}
+	o.SetShare(sh)
+	o.runRound()
+	o.runRound()
+	o.runRound()
+	if v := o.Snapshot().Backend(a.Addr); v == nil || v.State != StateUnknown || !strings.Contains(v.Reason, "waiting for room") {
+		t.Fatalf("a after three declined probes: %+v, want unknown with the prober's reason", v)
+	}
+	if st := o.Stats(); st.Probes != 3 || st.ProbeFailures != 0 {
+		t.Fatalf("stats %+v: want b's 3 probes only, no failure", st)
+	}
+	sh.mu.Lock()
+	fed := len(sh.probed)
+	sh.mu.Unlock()
+	if fed != 3 {
+		t.Fatalf("the share got %d results, want b's 3", fed)
+	}
+
+	// Serving, then declined rounds: still serving.
+	p.set(b.Addr, notProbed)
+	o.runRound()
+	o.runRound()
+	if s := state(o, b.Addr); s != StateServing {
+		t.Fatalf("b after declined rounds: %v, want serving", s)
+	}
+	// A reported failure: the declined targeted probe does not decide;
+	// the first real probe after it does, alone.
+	o.ReportFailure(b.Addr)
+	waitFor(t, func() bool { o.mu.Lock(); defer o.mu.Unlock(); return !o.backends[b.Addr].probing })
+	if s := state(o, b.Addr); s != StateNotServing {
+		t.Fatalf("b after a report and a declined probe: %v, want not serving (suspect)", s)
+	}
+	p.set(b.Addr, primaryOK)
+	o.runRound()
+	if s := state(o, b.Addr); s != StateServing {
+		t.Fatalf("b after one good probe following the report: %v, want serving", s)
 	}
 }

@@ -63,6 +63,13 @@ type Result struct {
 	Err error
 }
 
+// ErrNotProbed is the error of a Result whose prober declined to probe
+// (it may wrap it with the reason): nothing was learned, so the observer
+// leaves the backend's state as it was, does not count a probe and does
+// not share the result. A gateway under a fleet-wide connection cap, for
+// one, probes only once the cap has room for the probe's connection.
+var ErrNotProbed = errors.New("not probed")
+
 // Prober checks one backend. Probe must honour ctx (the observer gives it
 // a deadline) and must be safe for concurrent use: the observer runs many
 // probes at once. It reports failures in Result.Err rather than panicking.
