@@ -24,6 +24,10 @@ type BackendLoad struct {
 	// Probes is the connections the gateway's discovery keeps to the
 	// backend, outside the pools but inside the cap.
 	Probes int
+	// ProbesHeld says the budget already gave the gateway room for its
+	// Probes (see Budgeted.SetBackendLimit); until then it does not open
+	// them.
+	ProbesHeld bool
 }
 
 // Budgeted is a gateway whose pools take their limits from the fleet's
@@ -32,8 +36,10 @@ type Budgeted interface {
 	// BackendLoads reports every backend's connections and demand.
 	BackendLoads() []BackendLoad
 	// SetBackendLimit sets the most connections the pools of a backend
-	// may hold together.
-	SetBackendLimit(cluster, backend string, limit int)
+	// may hold together; probes true lets the gateway open its probe
+	// connections too (it is never taken back: once counted in the
+	// gateway's Held, no one else grows into them).
+	SetBackendLimit(cluster, backend string, limit int, probes bool)
 }
 
 // BackendShare is what a gateway publishes per budgeted backend.
@@ -139,6 +145,15 @@ func (a *Agent) runBudget(ctx context.Context, target Budgeted) {
 // budgetRound is one recomputation. Without the other gateways' records
 // (etcd out of reach) limits stay as they are: no one can grow then, so
 // the cap holds.
+//
+// A shrink applies at once; the record says so within a tick. Growth (a
+// higher limit, or room for the probes) is a reservation first: the
+// gateway writes its record with the larger Held, reads everyone's again,
+// and grows only if the cap still holds everything published. Of two
+// gateways that grow at once into the same room, at least one reads the
+// other's reservation (etcd's reads are linearizable) and waits for the
+// next round; one whose round came before its record was even written
+// cannot take a whole cap alongside another that did the same.
 func (a *Agent) budgetRound(ctx context.Context, target Budgeted, b *budget) {
 	loads := target.BackendLoads()
 	capped := loads[:0:0]
@@ -159,6 +174,12 @@ func (a *Agent) budgetRound(ctx context.Context, target Budgeted, b *budget) {
 	if err != nil {
 		return
 	}
+	type growth struct {
+		l      BackendLoad
+		limit  int
+		probes bool
+	}
+	var grows []growth
 	shares := make(map[string]BackendShare, len(capped))
 	for _, l := range capped {
 		k := shareKey(l.Cluster, l.Backend)
@@ -167,46 +188,85 @@ func (a *Agent) budgetRound(ctx context.Context, target Budgeted, b *budget) {
 			d = old + demandSmoothing*(d-old)
 		}
 		b.demand[k] = d
-
-		demand := map[string]float64{a.id: d}
-		othersHeld := 0
-		for _, m := range members {
-			if m.ID == a.id {
-				continue
-			}
-			s, ok := m.Budget[k]
-			if !ok {
-				// A gateway that has not published yet holds nothing
-				// and gets its floor share.
-				demand[m.ID] = 0
-				continue
-			}
-			demand[m.ID] = s.Demand
-			othersHeld += s.Held
+		limit, probes, share := budgetStep(a.id, l, d, members)
+		shares[k] = share
+		grow := l.Limit >= 0 && limit > l.Limit
+		if !grow && limit != l.Limit {
+			target.SetBackendLimit(l.Cluster, l.Backend, limit, l.ProbesHeld) // a shrink: now
 		}
-		want := Shares(l.Max, demand)[a.id] - l.Probes
-		limit := l.Limit
-		if limit < 0 {
-			limit = 0
+		if grow || probes && !l.ProbesHeld {
+			grows = append(grows, growth{l, limit, probes})
 		}
-		switch {
-		case want < limit && (limit-want >= maxInt(1, limit/10) || othersHeld+limit+l.Probes > l.Max):
-			limit = want // shrink now: someone needs it, or the cap is crossed
-		case want > limit:
-			// Grow only into what no one else holds.
-			limit = min(want, l.Max-othersHeld-l.Probes)
-			limit = maxInt(limit, l.Limit)
-		}
-		limit = maxInt(limit, 0)
-		if limit != l.Limit {
-			target.SetBackendLimit(l.Cluster, l.Backend, limit)
-		}
-		shares[k] = BackendShare{Demand: round2(d), Held: maxInt(limit, l.Used) + l.Probes, Target: want + l.Probes}
 	}
 	a.mu.Lock()
 	a.shares = shares
 	a.mu.Unlock()
-	a.reg.Update(func(m *Member) { m.Budget = shares })
+	if len(grows) == 0 {
+		a.reg.Update(func(m *Member) { m.Budget = shares })
+		return
+	}
+	if a.reg.Publish(ctx, func(m *Member) { m.Budget = shares }) != nil {
+		return // the reservation is not known to be visible: no growth
+	}
+	if members, err = a.c.Members(ctx, KindGateway); err != nil {
+		return
+	}
+	for _, g := range grows {
+		k := shareKey(g.l.Cluster, g.l.Backend)
+		if othersHeld(a.id, k, members)+shares[k].Held > g.l.Max {
+			continue // another gateway reserved the same room: next round
+		}
+		target.SetBackendLimit(g.l.Cluster, g.l.Backend, g.limit, g.probes)
+	}
+}
+
+// othersHeld adds up the Held of backend k that the members other than
+// self published.
+func othersHeld(self, k string, members []Member) int {
+	n := 0
+	for _, m := range members {
+		if m.ID != self {
+			n += m.Budget[k].Held
+		}
+	}
+	return n
+}
+
+// budgetStep is gateway self's decision for one backend: its pools'
+// limit, whether it may open its probe connections, and what it publishes,
+// from its load l, its smoothed demand d and the fleet's member records
+// (self's own among them or not).
+func budgetStep(self string, l BackendLoad, d float64, members []Member) (limit int, probes bool, share BackendShare) {
+	k := shareKey(l.Cluster, l.Backend)
+	demand := map[string]float64{self: d}
+	for _, m := range members {
+		if m.ID != self {
+			// One that has not published yet holds nothing (it grows
+			// only once its record says so) and gets its floor share.
+			demand[m.ID] = m.Budget[k].Demand
+		}
+	}
+	othersHeld := othersHeld(self, k, members)
+	want := Shares(l.Max, demand)[self] - l.Probes
+	limit = maxInt(l.Limit, 0)
+	switch {
+	case want < limit && (limit-want >= maxInt(1, limit/10) || othersHeld+limit+l.Probes > l.Max):
+		limit = want // shrink now: someone needs it, or the cap is crossed
+	case want > limit:
+		// Grow only into what no one else holds.
+		limit = min(want, l.Max-othersHeld-l.Probes)
+		limit = maxInt(limit, l.Limit)
+	}
+	limit = maxInt(limit, 0)
+	held := maxInt(limit, l.Used)
+	// The probes, like a pool's growth, take only room no one else holds:
+	// a gateway joining a fleet whose cap is handed out does not probe
+	// until the others have shrunk to their new shares.
+	probes = l.ProbesHeld || othersHeld+held+l.Probes <= l.Max
+	if probes {
+		held += l.Probes
+	}
+	return limit, probes, BackendShare{Demand: round2(d), Held: held, Target: want + l.Probes}
 }
 
 func round2(v float64) float64 { return math.Round(v*100) / 100 }

@@ -55,6 +55,11 @@ type Registration struct {
 	c   *Client
 	key string
 
+	// wmu orders the record's writes (the loop's and Publish's), so an
+	// older record never lands after a newer one; it also keeps one
+	// lease grant at a time.
+	wmu sync.Mutex
+
 	mu      sync.Mutex
 	m       Member
 	dirty   bool
@@ -78,6 +83,21 @@ func (r *Registration) Update(f func(*Member)) {
 	f(&r.m)
 	r.dirty = true
 	r.mu.Unlock()
+}
+
+// Publish changes the record with f and writes it to etcd now, granting a
+// lease first if none is held. It returns once etcd has the record, or
+// with why not: the change then reaches etcd with a later tick.
+func (r *Registration) Publish(ctx context.Context, f func(*Member)) error {
+	r.Update(f)
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	if r.Lease() == 0 {
+		if err := r.grant(ctx); err != nil {
+			return err
+		}
+	}
+	return r.write(ctx)
 }
 
 // Lease is the current lease, 0 while none is held.
@@ -121,6 +141,7 @@ func (r *Registration) run(ctx context.Context) {
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
+		r.wmu.Lock()
 		r.mu.Lock()
 		lease, dirty := r.lease, r.dirty
 		r.mu.Unlock()
@@ -136,6 +157,7 @@ func (r *Registration) run(ctx context.Context) {
 		if err == nil && (dirty || lease == 0) {
 			err = r.write(ctx)
 		}
+		r.wmu.Unlock()
 		if ctx.Err() != nil {
 			r.revoke()
 			return

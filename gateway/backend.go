@@ -110,6 +110,9 @@ type backend struct {
 	// budget bounds the connections of all the backend's pools together
 	// (max_backend_connections; with a fleet, this gateway's share).
 	budget *pools.Budget
+	// probeRoom lets discovery probe the backend: under a fleet-wide cap,
+	// only once the fleet's budget holds the probe's connection.
+	probeRoom *probeRoom
 	// killers are the connections set aside for KILL QUERY, by account
 	// (kill.go); guarded by mu.
 	killers map[poolKey]*killer
@@ -412,7 +415,7 @@ func (c *cluster) setBackends(addrs []string) (removed []*backend, err error) {
 			next[a] = be
 			continue
 		}
-		be := &backend{addr: a, cluster: c, budget: pools.NewBudget(c.backendLimit())}
+		be := &backend{addr: a, cluster: c, budget: pools.NewBudget(c.backendLimit()), probeRoom: newProbeRoom(!c.fleetCapped())}
 		if _, err := be.pool(false); err != nil {
 			for _, nb := range next {
 				if old[nb.addr] == nil {
@@ -525,14 +528,23 @@ func (c *cluster) backendLimit() int {
 	}
 }
 
+// fleetCapped says the cluster's max_backend_connections is shared by a
+// fleet: its backends' pools and probes wait for the fleet's budget.
+func (c *cluster) fleetCapped() bool {
+	return c.fleetBudget && c.conf.Load().MaxBackendConnections > 0
+}
+
 // applyBudgetConfig gives every backend's budget the limit of the
 // configuration after a reload. In a fleet, the budget's agent sets the
-// share within a tick; here only a cap turned off lifts the limit.
+// share within a tick; here only a cap turned off lifts the limit (and
+// opens the probes' room). A cap turned on in a fleet leaves a probe
+// room open: the budget counts an open one in this gateway's share.
 func (c *cluster) applyBudgetConfig() {
 	limit := c.backendLimit()
 	for _, be := range *c.backends.Load() {
 		if !c.fleetBudget || limit < 0 {
 			be.budget.SetLimit(limit)
+			be.probeRoom.set(true)
 		}
 	}
 }

@@ -219,7 +219,10 @@ func (s *Server) healthBackends() []healthcheck.Backend {
 	return list
 }
 
-// clusterProber probes each backend with its cluster's backend account.
+// clusterProber probes each backend with its cluster's backend account,
+// once the backend's probe room is open (a fleet-wide cap's budget holds
+// the probe's connection); until then, within the probe's timeout, it
+// declines (healthcheck.ErrNotProbed).
 type clusterProber struct {
 	s       *Server
 	timeout time.Duration
@@ -228,6 +231,9 @@ type clusterProber struct {
 // Probe implements healthcheck.Prober.
 func (p clusterProber) Probe(ctx context.Context, b healthcheck.Backend) healthcheck.Result {
 	c := p.s.clusters[b.Cluster]
+	if be := c.backend(b.Addr); be != nil && !be.probeRoom.wait(ctx) {
+		return healthcheck.Result{Err: fmt.Errorf("%w: waiting for this gateway's share of max_backend_connections to hold the probe's connection", healthcheck.ErrNotProbed)}
+	}
 	conf, bt := c.conf.Load(), c.tls.Load()
 	return healthcheck.MySQLProber{
 		User: conf.BackendUser, Password: conf.BackendPassword, Timeout: p.timeout,
