@@ -146,7 +146,7 @@ func (a *Agent) runBudget(ctx context.Context, target Budgeted) {
 // (etcd out of reach) limits stay as they are: no one can grow then, so
 // the cap holds.
 //
-// A shrink applies at once; the record says so within a tick. Growth (a
+// A shrink applies at once and is published at once. Growth (a
 // higher limit, or room for the probes) is a reservation first: the
 // gateway writes its record with the larger Held, reads everyone's again,
 // and grows only if the cap still holds everything published. Of two
@@ -180,6 +180,7 @@ func (a *Agent) budgetRound(ctx context.Context, target Budgeted, b *budget) {
 		probes bool
 	}
 	var grows []growth
+	shrunk := false
 	shares := make(map[string]BackendShare, len(capped))
 	for _, l := range capped {
 		k := shareKey(l.Cluster, l.Backend)
@@ -193,6 +194,7 @@ func (a *Agent) budgetRound(ctx context.Context, target Budgeted, b *budget) {
 		grow := l.Limit >= 0 && limit > l.Limit
 		if !grow && limit != l.Limit {
 			target.SetBackendLimit(l.Cluster, l.Backend, limit, l.ProbesHeld) // a shrink: now
+			shrunk = true
 		}
 		if grow || probes && !l.ProbesHeld {
 			grows = append(grows, growth{l, limit, probes})
@@ -202,7 +204,13 @@ func (a *Agent) budgetRound(ctx context.Context, target Budgeted, b *budget) {
 	a.shares = shares
 	a.mu.Unlock()
 	if len(grows) == 0 {
-		a.reg.Update(func(m *Member) { m.Budget = shares })
+		if shrunk {
+			// Now, not within a tick: whoever waits for the room
+			// (a gateway that just joined) sees it sooner.
+			_ = a.reg.Publish(ctx, func(m *Member) { m.Budget = shares })
+		} else {
+			a.reg.Update(func(m *Member) { m.Budget = shares })
+		}
 		return
 	}
 	if a.reg.Publish(ctx, func(m *Member) { m.Budget = shares }) != nil {

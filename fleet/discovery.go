@@ -89,7 +89,7 @@ func (c *Client) StartDiscovery(ctx context.Context, id string, clusters []strin
 		cand.Campaign(ctx)
 	}
 	go d.publish(ctx)
-	go d.follow(ctx)
+	go d.follow(ctx, d.load(ctx))
 	return d
 }
 
@@ -186,34 +186,66 @@ func (d *Discovery) publish(ctx context.Context) {
 	}
 }
 
-// follow receives every cluster's published results until ctx ends.
-func (d *Discovery) follow(ctx context.Context) {
+// follow receives every cluster's published results until ctx ends: the
+// ones already published first (a gateway that joins a fleet starts with
+// the leader's latest round instead of probing), then each new one.
+func (d *Discovery) follow(ctx context.Context, rev int64) {
 	prefix := d.c.key(RoleDiscovery) + "/"
 	for ctx.Err() == nil {
+		if rev == 0 {
+			rev = d.load(ctx)
+			if rev == 0 {
+				sleepCtx(ctx, time.Second)
+				continue
+			}
+		}
 		wctx, cancel := context.WithCancel(ctx)
-		for resp := range d.c.etcd.Watch(wctx, prefix, clientv3.WithPrefix()) {
+		for resp := range d.c.etcd.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
 			if resp.Err() != nil {
 				break
 			}
 			for _, ev := range resp.Events {
 				if ev.Type == clientv3.EventTypePut && strings.HasSuffix(string(ev.Kv.Key), "/results") {
-					d.take(ev.Kv.Value)
+					d.take(ev.Kv.Value, false)
 				}
 			}
 		}
 		cancel()
+		rev = 0 // read them all again: the watch may have missed some
 		sleepCtx(ctx, time.Second)
 	}
 }
 
+// load takes every cluster's published results and returns the revision
+// they were read at (0: etcd did not answer).
+func (d *Discovery) load(ctx context.Context) int64 {
+	rctx, cancel := reqCtx(ctx)
+	defer cancel()
+	resp, err := d.c.etcd.Get(rctx, d.c.key(RoleDiscovery)+"/", clientv3.WithPrefix())
+	if err != nil {
+		return 0
+	}
+	for _, kv := range resp.Kvs {
+		if strings.HasSuffix(string(kv.Key), "/results") {
+			d.take(kv.Value, true)
+		}
+	}
+	return resp.Header.Revision
+}
+
 // take records a published document's results, unless this gateway
-// published it.
-func (d *Discovery) take(data []byte) {
+// published it. A document read rather than watched (stored) may be old:
+// its results count from when the leader published them, never later
+// than now.
+func (d *Discovery) take(data []byte, stored bool) {
 	var p published
 	if json.Unmarshal(data, &p) != nil || p.Leader == d.id {
 		return
 	}
 	now := time.Now()
+	if stored && p.Time.Before(now) {
+		now = p.Time
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for addr, w := range p.Results {

@@ -35,6 +35,13 @@ func TestDiscoveryShares(t *testing.T) {
 		r, ok := b.Result(be)
 		return ok && r.ServerID == 7 && r.Reachable
 	})
+	// A gateway that joins now starts with the leader's latest results.
+	ctxC, stopC := context.WithCancel(context.Background())
+	defer stopC()
+	if r, ok := c.StartDiscovery(ctxC, "c", []string{"main"}, interval).Result(be); !ok || r.ServerID != 7 {
+		t.Fatalf("a joining follower: %+v, %v; want the published result at once", r, ok)
+	}
+	stopC()
 	a.Probed(be, healthcheck.Result{Err: errors.New("connection refused")})
 	waitFor(t, "the failed probe to reach the follower", func() bool {
 		r, ok := b.Result(be)

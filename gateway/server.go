@@ -246,8 +246,13 @@ func (p clusterProber) Probe(ctx context.Context, b healthcheck.Backend) healthc
 func (s *Server) Health() *healthcheck.Snapshot { return s.health.Snapshot() }
 
 // SetDiscoveryShare makes discovery's regular rounds share their probes
-// with the fleet (healthcheck.Share); targeted probes stay local.
-func (s *Server) SetDiscoveryShare(sh healthcheck.Share) { s.health.SetShare(sh) }
+// with the fleet (healthcheck.Share); targeted probes stay local. A round
+// follows soon, so a gateway that joins a fleet takes the results the
+// others published instead of waiting an interval.
+func (s *Server) SetDiscoveryShare(sh healthcheck.Share) {
+	s.health.SetShare(sh)
+	s.health.Refresh()
+}
 
 // Reload applies a new configuration to the running gateway without
 // dropping clients: users, each cluster's backends (new ones are probed
