@@ -26,9 +26,11 @@ type fakeOwner struct {
 	base int64 // values are base+1, base+2, ...
 
 	standby atomic.Bool
-	// refused, when set, is called each time the standby refuses a
-	// statement (not a login).
-	refused atomic.Pointer[func()]
+	// received, when set, is called with each statement received (not
+	// SHOW OWNER TABLES) before it is answered: a test moves the
+	// leadership from there, not after a time that a slow start could
+	// outlast.
+	received atomic.Pointer[func()]
 	// hangUp closes the connection after reading a statement, without
 	// answering: the statement may have run. hang never answers (a
 	// paused owner).
@@ -137,6 +139,9 @@ func (o *fakeOwner) serve(nc net.Conn) {
 			o.mu.Lock()
 			o.got = append(o.got, q)
 			o.mu.Unlock()
+			if f := o.received.Load(); f != nil {
+				(*f)()
+			}
 		}
 		switch {
 		case o.hangUp.Load():
@@ -145,9 +150,6 @@ func (o *fakeOwner) serve(nc net.Conn) {
 			_, _ = io.Copy(io.Discard, nc)
 			return
 		case o.standby.Load():
-			if f := o.refused.Load(); f != nil {
-				(*f)()
-			}
 			writeErr(standbyErr())
 			continue
 		case q == "SHOW OWNER TABLES":
@@ -169,6 +171,14 @@ func (o *fakeOwner) serve(nc net.Conn) {
 		}
 		_ = c.Flush()
 	}
+}
+
+// onFirstStatement makes f run once, when the owner next receives a
+// statement.
+func (o *fakeOwner) onFirstStatement(f func()) {
+	var once sync.Once
+	g := func() { once.Do(f) }
+	o.received.Store(&g)
 }
 
 // fakeLeader is a Leader the test moves by hand.
@@ -309,7 +319,7 @@ func TestMayHaveRunIsNotRetried(t *testing.T) {
 	lead := newFakeLeader(a.addr)
 	f := newForwarder(t, Config{Leader: lead})
 	a.hangUp.Store(true)
-	time.AfterFunc(50*time.Millisecond, func() { lead.set(b.addr) })
+	a.onFirstStatement(func() { lead.set(b.addr) })
 	_, err := f.NextValues("db.seq", 1)
 	wantOwnerError(t, err, a.addr, "cannot reach the owner")
 	time.Sleep(200 * time.Millisecond)
@@ -380,11 +390,8 @@ func TestForwardHoldsStandbyRefusal(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.standby.Store(true)
-	// The leadership moves 100 ms after a first refuses the statement, so
-	// a slow start of Forward cannot find b leading already.
-	var move sync.Once
-	moveLater := func() { move.Do(func() { time.AfterFunc(100*time.Millisecond, func() { lead.set(b.addr) }) }) }
-	a.refused.Store(&moveLater)
+	// The leadership moves 100 ms after a first refuses the statement.
+	a.onFirstStatement(func() { time.AfterFunc(100*time.Millisecond, func() { lead.set(b.addr) }) })
 
 	cl, srv := net.Pipe()
 	packets := make(chan []byte, 16)
@@ -430,7 +437,7 @@ func TestInFlightOnOldLeaderIsBounded(t *testing.T) {
 	lead := newFakeLeader(a.addr)
 	f := newForwarder(t, Config{Leader: lead, Timeout: 300 * time.Millisecond})
 	a.hang.Store(true)
-	time.AfterFunc(200*time.Millisecond, func() { lead.set(b.addr) })
+	a.onFirstStatement(func() { time.AfterFunc(200*time.Millisecond, func() { lead.set(b.addr) }) })
 	start := time.Now()
 	_, err := f.NextValues("db.seq", 1)
 	wantOwnerError(t, err, a.addr, "no longer leads and did not answer in time")
