@@ -30,20 +30,23 @@ func TestDiscoveryShares(t *testing.T) {
 		t.Fatal("the follower has a result before anything was published")
 	}
 	// The leader probes; its results reach the follower.
-	a.Probed(be, healthcheck.Result{Reachable: true, ServerID: 7, RTT: time.Millisecond})
+	// (Probed again on every poll: a result is fresh for 3 intervals
+	// only, and the test may be slower than that on a loaded machine.)
 	waitFor(t, "the follower to take the leader's result", func() bool {
+		a.Probed(be, healthcheck.Result{Reachable: true, ServerID: 7, RTT: time.Millisecond})
 		r, ok := b.Result(be)
 		return ok && r.ServerID == 7 && r.Reachable
 	})
-	// A gateway that joins now starts with the leader's latest results.
+	// A gateway that joins now starts with the leader's latest results
+	// (its interval of 10 s keeps them fresh however slow this test is).
 	ctxC, stopC := context.WithCancel(context.Background())
 	defer stopC()
-	if r, ok := c.StartDiscovery(ctxC, "c", []string{"main"}, interval).Result(be); !ok || r.ServerID != 7 {
+	if r, ok := c.StartDiscovery(ctxC, "c", []string{"main"}, 10*time.Second).Result(be); !ok || r.ServerID != 7 {
 		t.Fatalf("a joining follower: %+v, %v; want the published result at once", r, ok)
 	}
 	stopC()
-	a.Probed(be, healthcheck.Result{Err: errors.New("connection refused")})
 	waitFor(t, "the failed probe to reach the follower", func() bool {
+		a.Probed(be, healthcheck.Result{Err: errors.New("connection refused")})
 		r, ok := b.Result(be)
 		return ok && r.Err != nil && r.Err.Error() == "connection refused"
 	})

@@ -268,6 +268,9 @@ func TestNoLeader(t *testing.T) {
 	if d := time.Since(start); d < 300*time.Millisecond || d > 2*time.Second {
 		t.Fatalf("failed after %v, want the 300ms LeaderWait", d)
 	}
+	// A longer wait for the second half: the timer and the leader's
+	// watcher may run late on a loaded machine.
+	f = newForwarder(t, Config{Leader: lead, LeaderWait: 10 * time.Second})
 	time.AfterFunc(100*time.Millisecond, func() { lead.set(a.addr) })
 	if v, err := f.NextValues("db.seq", 1); err != nil || v != 101 {
 		t.Fatalf("a leader elected during the wait: %d, %v", v, err)
@@ -338,7 +341,14 @@ func TestStreamCutOnMove(t *testing.T) {
 	f := newForwarder(t, Config{Leader: lead})
 	cl, srv := net.Pipe()
 	defer cl.Close()
-	go func() { _, _ = io.Copy(io.Discard, cl) }()
+	columns := make(chan struct{}) // closed when the client got its first bytes
+	go func() {
+		var first [1]byte
+		if _, err := io.ReadFull(cl, first[:]); err == nil {
+			close(columns)
+		}
+		_, _ = io.Copy(io.Discard, cl)
+	}()
 	client := wire.NewConn(srv, 4096, 4096)
 	relay := &wire.Relay{ClientCaps: ownerCaps}
 	type result struct {
@@ -350,7 +360,11 @@ func TestStreamCutOnMove(t *testing.T) {
 		res, err := f.Stream(relay, client, "db", append([]byte{wire.ComQuery}, "STREAM * FROM msgs"...), make(chan struct{}))
 		done <- result{res, err}
 	}()
-	waitFor(t, "the stream to start", func() bool { return len(a.statements()) == 1 })
+	select {
+	case <-columns: // the stream started: its columns reach the client
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream's columns never reached the client")
+	}
 	lead.set(b.addr)
 	select {
 	case r := <-done:

@@ -158,7 +158,15 @@ func TestConnQueuePassesInOrder(t *testing.T) {
 // KILL ends a wait; a pool that closes sends its waiters to Acquire,
 // which says so.
 func TestConnQueueOutcomes(t *testing.T) {
-	r := newConnWaitRig(t, 300*time.Millisecond)
+	// acquire_timeout is long but for the timeout's own step: a loaded
+	// machine must not turn a kill or a close into a timeout.
+	r := newConnWaitRig(t, 10*time.Second)
+	setAcquireTimeout := func(d time.Duration) {
+		t.Helper()
+		if err := r.pool.SetTimeouts(pools.Timeouts{AcquireTimeout: d}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	a, err := r.pool.Acquire(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -190,12 +198,14 @@ func TestConnQueueOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	setAcquireTimeout(300 * time.Millisecond)
 	_, done = wait()
 	<-done
 	var te *pools.AcquireTimeoutError
 	if err := <-result; !errors.As(err, &te) {
 		t.Fatalf("no connection within acquire_timeout: %v, want an *AcquireTimeoutError", err)
 	}
+	setAcquireTimeout(10 * time.Second)
 
 	killed, done := wait()
 	r.waitQueued(1)

@@ -216,14 +216,16 @@ func TestReadyzBeforeDiscovery(t *testing.T) {
 	srv := &Server{clusterNames: []string{"main"}}
 	srv.front = mysqlserver.New(srv, nil)
 	var err error
+	release := make(chan struct{})
 	srv.health, err = healthcheck.New(healthcheck.Config{Interval: time.Hour, Prober: &fakeProber{}, Backends: func() []healthcheck.Backend {
-		time.Sleep(50 * time.Millisecond) // the first round is still running when /readyz asks
+		<-release // the first round is still running when /readyz asks
 		return nil
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.health.Close()
+	defer close(release)
 	ready, reasons := srv.readiness()
 	if ready || len(reasons) != 1 || !strings.Contains(reasons[0], "first round") {
 		t.Errorf("readiness before the first round: %v %q", ready, reasons)

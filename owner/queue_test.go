@@ -304,6 +304,13 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
+// settled waits until no message of q is being delivered: a poll
+// requested before that would skip a message still in flight.
+func settled(t *testing.T, q *queue) {
+	t.Helper()
+	waitFor(t, func() bool { q.mu.Lock(); defer q.mu.Unlock(); return len(q.inFlight) == 0 })
+}
+
 // An unacked message comes back after the ack wait plus the backoff,
 // which doubles with every send; an acked one does not.
 func TestQueueRedeliveryAndBackoff(t *testing.T) {
@@ -322,6 +329,7 @@ func TestQueueRedeliveryAndBackoff(t *testing.T) {
 	if r := store.row("m"); r.timeNext != start.Add(20*time.Second).UnixNano() {
 		t.Fatalf("first postpone: time_next %d", r.timeNext)
 	}
+	settled(t, q)
 	clock.advance(19 * time.Second)
 	q.requestPoll()
 	nothing(t, s)
@@ -361,6 +369,7 @@ func TestQueueSubscriberFailure(t *testing.T) {
 	good := newFakeSub("good")
 	q.subscribe(good)
 	nothing(t, good) // not due yet
+	settled(t, q)
 	clock.advance(20 * time.Second)
 	q.requestPoll()
 	if got := receive(t, good, 1); got[0] != "m" {
@@ -381,6 +390,8 @@ func TestQueuePostponeFailure(t *testing.T) {
 	if r := store.row("m"); r.epoch != 0 {
 		t.Fatalf("epoch %d after a failed postpone", r.epoch)
 	}
+	waitFor(t, func() bool { store.mu.Lock(); defer store.mu.Unlock(); return store.failNext == nil })
+	settled(t, q)
 	q.requestPoll()
 	if got := receive(t, s, 1); got[0] != "m" {
 		t.Fatalf("got %v", got)

@@ -816,7 +816,7 @@ func TestQuitAtRestCloseOtherwise(t *testing.T) {
 	var refuse atomic.Pointer[fakeConn]
 	p := newPool(t, d, func(c *Config[*fakeConn]) {
 		c.Size = 4
-		c.IdleTimeout = 20 * time.Millisecond
+		c.IdleTimeout = time.Hour // not before the refusal is checked
 		c.Prepare = func(_ context.Context, c *fakeConn) (bool, error) {
 			return refuse.Load() != c, nil
 		}
@@ -832,6 +832,9 @@ func TestQuitAtRestCloseOtherwise(t *testing.T) {
 		l.Release()
 	}
 	idle.Release() // ages out (IdleTimeout), as does the new one
+	if err := p.SetTimeouts(Timeouts{IdleTimeout: 20 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "every connection closed", func() bool { return d.openCount() == 0 })
 	for _, c := range []struct {
 		name string
