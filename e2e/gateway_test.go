@@ -551,7 +551,24 @@ func TestBackendKilledMidQuery(t *testing.T) {
 		_, err := db.Exec("SELECT SLEEP(30)")
 		errc <- err
 	}()
-	time.Sleep(500 * time.Millisecond)
+	// Killed once the SLEEP runs on MariaDB, not after a fixed time.
+	root, err := st.db.RootDB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var n int
+		if err := root.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = 'SELECT SLEEP(30)'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the SLEEP did not start within 10 s")
+		}
+	}
+	root.Close()
 	if err := st.db.Kill(); err != nil {
 		t.Fatal(err)
 	}

@@ -202,9 +202,13 @@ func testDrainWithOpenTransaction(t *testing.T, loops int) {
 		defer cancel()
 		shutdownErr = srv.Shutdown(sctx)
 	}()
-	time.Sleep(300 * time.Millisecond)
-	if err := idle.PingContext(ctx); err == nil {
-		t.Error("an idle session survived the shutdown")
+	// The drain closes idle sessions at once: within 5 s however loaded
+	// the machine is.
+	for deadline := time.Now().Add(5 * time.Second); idle.PingContext(ctx) == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Error("an idle session survived the shutdown")
+			break
+		}
 	}
 	if c, err := sql.Open("mysql", dsnFor(addr, appUser, appPass)); err == nil {
 		if err := c.Ping(); err == nil {
@@ -306,9 +310,19 @@ func TestMetricsAndStatusUnderLoad(t *testing.T) {
 		var one int
 		return db.QueryRow("SELECT 1").Scan(&one)
 	})
-	time.Sleep(300 * time.Millisecond)
+	// Statements done before each scrape, counted rather than timed
+	// (the first ones include the logins).
+	okAtLeast := func(n int64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); l.ok.Load() < n; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("only %d statements of the load in 10 s, want %d", l.ok.Load(), n)
+			}
+		}
+	}
+	okAtLeast(20)
 	during := scrapeCounter(t, h, "directgate_statements_total", primary)
-	time.Sleep(300 * time.Millisecond)
+	okAtLeast(l.ok.Load() + 20)
 	l.stop()
 	// A statement is counted right after its answer reached the client:
 	// the last ones may land a moment after the load stopped.

@@ -23,6 +23,8 @@ func TestMain(m *testing.M) {
 // delay, and counts probes and the peak number in flight.
 type fakeProber struct {
 	delay time.Duration
+	// hold, when set, makes every probe wait until it is closed.
+	hold atomic.Pointer[chan struct{}]
 
 	inFlight atomic.Int64
 	peak     atomic.Int64
@@ -53,6 +55,13 @@ func (f *fakeProber) Probe(ctx context.Context, b Backend) Result {
 		}
 	}
 	f.total.Add(1)
+	if h := f.hold.Load(); h != nil {
+		select {
+		case <-*h:
+		case <-ctx.Done():
+			return Result{Err: ctx.Err()}
+		}
+	}
 	if f.delay > 0 {
 		t := time.NewTimer(f.delay)
 		defer t.Stop()
@@ -301,7 +310,6 @@ func TestPrimaryChangeByReadOnlyFlip(t *testing.T) {
 
 func TestReportFailure(t *testing.T) {
 	p := newFakeProber()
-	p.delay = 300 * time.Millisecond // the targeted probe lands after the checks below
 	a := Backend{"a:1", "c"}
 	o := manual(t, p, a)
 	p.set(a.Addr, primaryOK)
@@ -313,6 +321,8 @@ func TestReportFailure(t *testing.T) {
 	}
 	p.takeCounts()
 
+	hold := make(chan struct{}) // the targeted probe lands after the checks below
+	p.hold.Store(&hold)
 	o.ReportFailure(a.Addr)
 	after := o.Snapshot()
 	if after == before {
@@ -335,6 +345,8 @@ func TestReportFailure(t *testing.T) {
 	o.ReportFailure("nobody:1") // unknown: ignored, no panic
 
 	// A false alarm: the targeted probe is good, and that alone restores it.
+	p.hold.Store(nil)
+	close(hold)
 	<-after.Changed()
 	if got := state(o, a.Addr); got != StateServing {
 		t.Fatalf("after a good targeted probe: %v", got)
@@ -511,32 +523,39 @@ func (c *countingProber) Probe(context.Context, Backend) Result {
 }
 
 func TestRefreshThrottled(t *testing.T) {
-	const interval = 400 * time.Millisecond
-	cp := &countingProber{}
-	o, err := New(Config{Interval: interval, Prober: cp, Backends: staticBackends(Backend{"a:1", "c"})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Close()
-	waitFor(t, func() bool { return cp.n.Load() == 1 }) // first round at start
+	// In a synctest bubble: fake time, so a loaded machine cannot starve
+	// the observer's loop during the 300 ms.
+	synctest.Test(t, func(t *testing.T) {
+		const interval = 400 * time.Millisecond
+		cp := &countingProber{}
+		o, err := New(Config{Interval: interval, Prober: cp, Backends: staticBackends(Backend{"a:1", "c"})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer o.Close()
+		synctest.Wait()
+		if n := cp.n.Load(); n != 1 {
+			t.Fatalf("%d rounds at start, want 1", n)
+		}
 
-	// Hammer Refresh for 300 ms: early rounds come at most every
-	// interval/4 = 100 ms, so at most 3 more than the first (plus one of
-	// slack for timer jitter), and at least one (an early round happened
-	// before the regular interval).
-	start := time.Now()
-	for time.Since(start) < 300*time.Millisecond {
-		o.Refresh()
-		time.Sleep(time.Millisecond)
-	}
-	n := cp.n.Load()
-	t.Logf("rounds during %v of continuous Refresh (interval %v): %d (including the first)", time.Since(start), interval, n)
-	if n < 2 {
-		t.Errorf("no early round: %d rounds", n)
-	}
-	if n > 5 {
-		t.Errorf("Refresh not throttled: %d rounds", n)
-	}
+		// Hammer Refresh for 300 ms: early rounds come at most every
+		// interval/4 = 100 ms, so at most 3 more than the first, and at
+		// least one (before the regular interval).
+		start := time.Now()
+		for time.Since(start) < 300*time.Millisecond {
+			o.Refresh()
+			time.Sleep(time.Millisecond)
+			synctest.Wait()
+		}
+		n := cp.n.Load()
+		t.Logf("rounds during %v of continuous Refresh (interval %v): %d (including the first)", time.Since(start), interval, n)
+		if n < 2 {
+			t.Errorf("no early round: %d rounds", n)
+		}
+		if n > 4 {
+			t.Errorf("Refresh not throttled: %d rounds", n)
+		}
+	})
 }
 
 // Rounds come every Interval, and none after Close (checked over ten

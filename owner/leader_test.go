@@ -197,6 +197,7 @@ func TestOwnerStandbyTakesOverMessages(t *testing.T) {
 	dbA, dbB := clientDB(t, a, testDB), clientDB(t, b, testDB)
 
 	ids, ended := streamIDs(t, dbA, "ha_msgs")
+	sent := time.Now() // before the owner's clock read for the sends, however slow the way back here
 	if _, err := dbA.Exec("INSERT INTO ha_msgs (id, body) VALUES (1, 'one'), (2, 'two'), (3, 'three')"); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,6 @@ func TestOwnerStandbyTakesOverMessages(t *testing.T) {
 			t.Fatalf("the leader delivered %v of 3", got)
 		}
 	}
-	sent := time.Now()
 	// b takes over: a's stream ends with 1290, unacked 1-3 stay due.
 	la.set(0, bAddr, nil)
 	lb.set(2, bAddr, nil)

@@ -514,9 +514,11 @@ func TestOwnerMessages(t *testing.T) {
 	t.Logf("insert -> delivery through the owner: median %v, max %v (20 messages)", lat[len(lat)/2], lat[len(lat)-1])
 
 	// Not acked: back after the ack wait plus backoff, epoch 2.
+	// The clock starts before the insert: surely before the owner's own
+	// clock read for the first send, however slow the way back here.
+	first := time.Now()
 	insertMessages(t, db, 100)
 	collect(t, 1, 5*time.Second, a, b)
-	first := time.Now()
 	collect(t, 1, 5*time.Second, a, b)
 	if d := time.Since(first); d < 900*time.Millisecond {
 		t.Fatalf("unacked message back after %v, before the ack wait", d)
@@ -703,8 +705,10 @@ func TestOwnerPrimaryDown(t *testing.T) {
 	if _, err := db.Exec("SELECT NEXT 999 VALUES FROM seq"); err != nil {
 		t.Fatal(err) // still within the first block: served from memory
 	}
+	// Discovery (every 100 ms) may have marked it down already on a slow
+	// machine: then the message is the one checked below.
 	_, err = db.Exec("SELECT NEXT VALUE FROM seq")
-	if me := wantSQLError(t, err, 1429, "HY000"); !strings.Contains(me.Message, "primary of cluster main at "+srv.Addr()) {
+	if me := wantSQLError(t, err, 1429, "HY000"); !strings.Contains(me.Message, "primary of cluster main at "+srv.Addr()) && !strings.Contains(me.Message, "no serving writable backend") {
 		t.Fatalf("message %q", me.Message)
 	} else {
 		t.Logf("primary killed: %s", me.Message)

@@ -527,37 +527,39 @@ func TestDestroyFreesSlotForWaiter(t *testing.T) {
 	}
 }
 
+// In a synctest bubble: synctest.Wait, not a sleep, makes sure each
+// waiter is parked before the next one comes.
 func TestReleaseWakesWaiterInOrder(t *testing.T) {
-	d := &dialer{}
-	p := newPool(t, d, func(c *Config[*fakeConn]) { c.Size = 1 })
-	a := mustAcquire(t, p)
-	base := p.Stat().Waits
-	order := make(chan int, 3)
-	var wg sync.WaitGroup
-	for i := range 3 {
-		wg.Go(func() {
-			l, err := p.Acquire(context.Background())
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			order <- i
-			time.Sleep(time.Millisecond)
-			l.Release()
-		})
-		eventually(t, "waiter queued", func() bool { return p.Stat().Waits == base+int64(i+1) })
-		time.Sleep(2 * time.Millisecond)
-	}
-	a.Release()
-	wg.Wait()
-	close(order)
-	i := 0
-	for got := range order {
-		if got != i {
-			t.Errorf("waiter %d served in place %d", got, i)
+	synctest.Test(t, func(t *testing.T) {
+		d := &dialer{}
+		p := newPool(t, d, func(c *Config[*fakeConn]) { c.Size = 1 })
+		a := mustAcquire(t, p)
+		order := make(chan int, 3)
+		var wg sync.WaitGroup
+		for i := range 3 {
+			wg.Go(func() {
+				l, err := p.Acquire(context.Background())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				order <- i
+				time.Sleep(time.Millisecond)
+				l.Release()
+			})
+			synctest.Wait()
 		}
-		i++
-	}
+		a.Release()
+		wg.Wait()
+		close(order)
+		i := 0
+		for got := range order {
+			if got != i {
+				t.Errorf("waiter %d served in place %d", got, i)
+			}
+			i++
+		}
+	})
 }
 
 func TestLifetimeJitterNeverHandsOutExpired(t *testing.T) {
@@ -569,8 +571,9 @@ func TestLifetimeJitterNeverHandsOutExpired(t *testing.T) {
 	})
 	seen := map[*fakeConn]bool{}
 	expiries := map[time.Duration]bool{}
-	end := time.Now().Add(150 * time.Millisecond)
-	for time.Now().Before(end) {
+	// At least ~4 lifetimes, longer if a loaded machine starves the loop.
+	start := time.Now()
+	for time.Since(start) < 150*time.Millisecond || (len(seen) < 3 || len(expiries) < 2) && time.Since(start) < 5*time.Second {
 		l := mustAcquire(t, p)
 		now := time.Now()
 		if l.Conn().closed.Load() {
