@@ -544,7 +544,7 @@ func (c *cluster) applyBudgetConfig() {
 	for _, be := range *c.backends.Load() {
 		if !c.fleetBudget || limit < 0 {
 			be.budget.SetLimit(limit)
-			be.probeRoom.set(true)
+			be.probeRoom.allow()
 		}
 	}
 }

@@ -46,7 +46,7 @@ func (s *Server) SetBackendLimit(cluster, backend string, limit int, probes bool
 		return
 	}
 	be.budget.SetLimit(limit)
-	if probes && be.probeRoom.set(true) && s.health != nil {
+	if probes && be.probeRoom.allow() && s.health != nil {
 		s.health.Refresh() // a round that found no room probes now
 	}
 }
@@ -60,7 +60,7 @@ func (s *Server) SetBackendLimit(cluster, backend string, limit int, probes bool
 type probeRoom struct {
 	mu     sync.Mutex
 	open   bool
-	opened chan struct{} // closed when open turns true
+	opened chan struct{} // closed when the room opens
 }
 
 func newProbeRoom(open bool) *probeRoom {
@@ -71,21 +71,18 @@ func newProbeRoom(open bool) *probeRoom {
 	return r
 }
 
-// set opens or closes the room and reports whether it was closed and is
-// now open.
-func (r *probeRoom) set(open bool) bool {
+// allow opens the room and reports whether it was closed until now. It
+// is never closed again: once the budget counts the probe, it stays
+// counted.
+func (r *probeRoom) allow() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	switch {
-	case open == r.open:
+	if r.open {
 		return false
-	case open:
-		close(r.opened)
-	default:
-		r.opened = make(chan struct{})
 	}
-	r.open = open
-	return open
+	r.open = true
+	close(r.opened)
+	return true
 }
 
 func (r *probeRoom) isOpen() bool {
