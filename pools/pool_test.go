@@ -748,7 +748,7 @@ func TestStat(t *testing.T) {
 
 func TestResize(t *testing.T) {
 	d := &dialer{}
-	p := newPool(t, d, func(c *Config[*fakeConn]) { c.Size = 2; c.AcquireTimeout = 20 * time.Millisecond })
+	p := newPool(t, d, func(c *Config[*fakeConn]) { c.Size = 2; c.AcquireTimeout = 5 * time.Second })
 	a, b := mustAcquire(t, p), mustAcquire(t, p)
 	p.Resize(3, 0)
 	c := mustAcquire(t, p)
@@ -893,9 +893,10 @@ func TestPass(t *testing.T) {
 func TestWaitOutside(t *testing.T) {
 	d := &dialer{}
 	p := newPool(t, d, func(c *Config[*fakeConn]) { c.Size = 1; c.AcquireTimeout = 50 * time.Millisecond })
+	before := time.Now()
 	w := p.WaitOutside()
-	if d := time.Until(w.Deadline()); d <= 0 || d > 50*time.Millisecond {
-		t.Errorf("deadline in %v, want within the 50ms acquire timeout", d)
+	if dl := w.Deadline(); dl.Before(before.Add(50*time.Millisecond)) || dl.After(time.Now().Add(50*time.Millisecond)) {
+		t.Errorf("deadline %v after the call began, want the 50ms acquire timeout from the wait's start", dl.Sub(before))
 	}
 	time.Sleep(time.Millisecond)
 	if s := p.Stat(); s.Waiting != 1 || s.QueueWait <= 0 {
