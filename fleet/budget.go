@@ -191,12 +191,12 @@ func (a *Agent) budgetRound(ctx context.Context, target Budgeted, b *budget) {
 		b.demand[k] = d
 		limit, probes, share := budgetStep(a.id, l, d, members)
 		shares[k] = share
-		grow := l.Limit >= 0 && limit > l.Limit
-		if !grow && limit != l.Limit {
+		now, reserve := splitStep(l, limit, probes)
+		if now {
 			target.SetBackendLimit(l.Cluster, l.Backend, limit, l.ProbesHeld) // a shrink: now
 			shrunk = true
 		}
-		if grow || probes && !l.ProbesHeld {
+		if reserve {
 			grows = append(grows, growth{l, limit, probes})
 		}
 	}
@@ -220,12 +220,26 @@ func (a *Agent) budgetRound(ctx context.Context, target Budgeted, b *budget) {
 		return
 	}
 	for _, g := range grows {
-		k := shareKey(g.l.Cluster, g.l.Backend)
-		if othersHeld(a.id, k, members)+shares[k].Held > g.l.Max {
+		if !reservationHolds(a.id, g.l, shares[shareKey(g.l.Cluster, g.l.Backend)].Held, members) {
 			continue // another gateway reserved the same room: next round
 		}
 		target.SetBackendLimit(g.l.Cluster, g.l.Backend, g.limit, g.probes)
 	}
+}
+
+// splitStep says how a budgetStep decision (limit, probes) for load l
+// applies: a lower limit (or one set where there was none) now; a higher
+// limit or new room for the probes only as a reservation that holds.
+func splitStep(l BackendLoad, limit int, probes bool) (now, reserve bool) {
+	grow := l.Limit >= 0 && limit > l.Limit
+	return !grow && limit != l.Limit, grow || probes && !l.ProbesHeld
+}
+
+// reservationHolds says whether a reservation of held connections of l's
+// backend by self still fits under the cap with what the members (read
+// after it was published) hold.
+func reservationHolds(self string, l BackendLoad, held int, members []Member) bool {
+	return othersHeld(self, shareKey(l.Cluster, l.Backend), members)+held <= l.Max
 }
 
 // othersHeld adds up the Held of backend k that the members other than

@@ -126,11 +126,11 @@ func TestBudgetSimulation(t *testing.T) {
 					t.Fatalf("run %d step %d: %s's probes taken back", run, step, g.id)
 				}
 				g.latest = &share
-				grow := g.load.Limit >= 0 && limit > g.load.Limit
-				if !grow {
+				now, reserve := splitStep(g.load, limit, probes)
+				if now {
 					g.load.Limit = limit
 				}
-				if grow || probes && !g.load.ProbesHeld {
+				if reserve {
 					g.phase, g.grow.limit, g.grow.probes = 1, limit, probes
 				}
 				log = append(log, fmt.Sprintf("%s round: limit %d probes %v held %d (applied: limit %d probes %v)", g.id, limit, probes, share.Held, g.load.Limit, g.load.ProbesHeld))
@@ -138,7 +138,7 @@ func TestBudgetSimulation(t *testing.T) {
 				g.written, g.record, g.phase = true, g.latest, 2
 			case ev <= 4 && g.phase == 2: // read again, grow if the cap holds
 				g.phase = 0
-				if othersHeld(g.id, "c/b", simMembers(gws))+g.latest.Held <= max {
+				if reservationHolds(g.id, g.load, g.latest.Held, simMembers(gws)) {
 					g.load.Limit, g.load.ProbesHeld = g.grow.limit, g.grow.probes
 					grown++
 					log = append(log, fmt.Sprintf("%s grows: limit %d probes %v", g.id, g.load.Limit, g.load.ProbesHeld))
