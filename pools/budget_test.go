@@ -188,16 +188,7 @@ func BenchmarkAcquireReleaseBudget(b *testing.B) {
 		budget *Budget
 	}{{"none", nil}, {"unlimited", NewBudget(-1)}, {"capped", NewBudget(100)}} {
 		b.Run(bc.name, func(b *testing.B) {
-			p := newPool(b, &dialer{}, func(c *Config[*fakeConn]) { c.Size = 8; c.Budget = bc.budget })
-			ctx := context.Background()
-			b.ReportAllocs()
-			for b.Loop() {
-				l, err := p.Acquire(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				l.Release()
-			}
+			roundTrips(b, newPool(b, &dialer{}, func(c *Config[*fakeConn]) { c.Size = 8; c.Budget = bc.budget }))
 		})
 	}
 }

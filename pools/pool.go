@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/puddle/v2"
 )
 
 // Conn is what a pool holds: a live connection it can close.
@@ -45,9 +44,6 @@ const (
 )
 
 const (
-	// minSizeLimit is the least upper bound New fixes for Resize: the idle
-	// queue is sized once, to max(Size, minSizeLimit).
-	minSizeLimit = 1024
 	// The maintenance loop runs every min(IdleTimeout/2, MaxLifetime/4),
 	// clamped to [minCheckInterval, maxCheckInterval].
 	minCheckInterval = 10 * time.Millisecond
@@ -71,6 +67,9 @@ type Config[T Conn] struct {
 	// MaxDials is the most dials in flight at once. Default 4; must not be
 	// negative.
 	MaxDials int
+	// Order is the order idle connections are handed out in: RoundRobin
+	// (the zero value) or LIFO. SetOrder changes it at run time.
+	Order Order
 	// IdleTimeout closes connections idle longer than this, as long as more
 	// than MinIdle are open. Default 5m; negative means never.
 	IdleTimeout time.Duration
@@ -83,7 +82,8 @@ type Config[T Conn] struct {
 	// AcquireTimeout is how long Acquire waits for a connection before it
 	// returns *AcquireTimeoutError. Default 2s; must not be negative.
 	AcquireTimeout time.Duration
-	// DialTimeout bounds one call of Dial. Default 5s; must not be negative.
+	// DialTimeout bounds one call of Dial, from when it waits for its turn
+	// among MaxDials. Default 5s; must not be negative.
 	DialTimeout time.Duration
 	// Dial opens a connection. It gets a context with the values of the
 	// Acquire caller's context (or none for warm-up dials) that is cancelled
@@ -140,6 +140,9 @@ func (c Config[T]) withDefaults() (Config[T], error) {
 	case c.MaxDials == 0:
 		c.MaxDials = DefaultMaxDials
 	}
+	if c.Order > LIFO {
+		return c, fmt.Errorf("pools: pool %s: Config.Order %v is not an order", c.Name, c.Order)
+	}
 	switch {
 	case c.IdleTimeout < 0:
 		c.IdleTimeout = 0
@@ -170,59 +173,51 @@ func (c Config[T]) withDefaults() (Config[T], error) {
 	return c, nil
 }
 
-// Pool is a pool of connections of type T to one backend: it reuses the
-// idle connection released last, and serves waiting callers in arrival
-// order. It is safe for concurrent use. Build it with New and end it
-// with Close.
+// Pool is a pool of connections of type T to one backend, built on a
+// puddle.Pool (see the package documentation). It is safe for concurrent
+// use. Build it with New and end it with Close.
 type Pool[T Conn] struct {
-	name     string
-	dial     func(ctx context.Context) (T, error)
-	prepare  func(ctx context.Context, c T) (bool, error)
-	log      hclog.Logger
-	maxDials int
+	name    string
+	dial    func(ctx context.Context) (T, error)
+	prepare func(ctx context.Context, c T) (bool, error)
+	log     hclog.Logger
 	// budget bounds the pool with its siblings; nil: Size only.
 	budget *Budget
-	// budgetWaiters counts Acquire calls waiting because the budget was
-	// spent.
+	// dialTurns holds a token per dial in flight: at most MaxDials.
+	dialTurns chan struct{}
+	// order is the reuse Order (SetOrder).
+	order atomic.Uint32
+
+	// gen is the puddle pool of the current size; retired are those of
+	// earlier sizes that still hold connections (guarded by mu).
+	gen atomic.Pointer[generation[T]]
+
+	// idle is the round-robin queue: the connections of the empty idle
+	// seats, guarded by idleMu, which is taken alone.
+	idleMu sync.Mutex
+	idle   idleQueue[T]
+
+	// waiting counts Acquire calls waiting for a connection; outside,
+	// the waits outside Acquire (WaitOutside); budgetWaiters, the Acquire
+	// calls waiting because the budget was spent.
+	waiting       atomic.Int32
+	outside       atomic.Int32
 	budgetWaiters atomic.Int32
-	// waiting counts Acquire calls waiting for a connection.
-	waiting atomic.Int32
-	// outside counts the waits outside Acquire (WaitOutside).
-	outside atomic.Int32
 	// queue tells how long they wait (QueueWait); epoch, the pool's
 	// start, is the origin of its times.
 	queue queueWaits
 	epoch time.Time
+	// room is closed, and replaced, when a budget unit may be free or a
+	// connection came back while callers wait for a unit.
+	roomMu sync.Mutex
+	room   chan struct{}
+
 	// The timeouts may change at run time (SetTimeouts); nanoseconds.
 	idleTimeoutNs    atomic.Int64 // 0: never
 	maxLifetimeNs    atomic.Int64 // 0: never
 	acquireTimeoutNs atomic.Int64
 	dialTimeoutNs    atomic.Int64
-	limit            int // upper bound of size; cap(idle)
 
-	// The idle connections are in stack, unless callers were waiting when
-	// they were released: then they go to idle.
-	//
-	// stack is last in, first out: Acquire takes the connection released
-	// last. A pool larger than its load keeps using the same few
-	// connections, whose server threads and caches stay warm, and the rest
-	// age out with IdleTimeout. Taking them in turn instead (first in,
-	// first out) makes the server run every connection's thread in turn:
-	// MariaDB spent 25 % more CPU per query with 8 clients rotating over
-	// 64 connections than over the few they need (see the README's
-	// Benchmarks).
-	//
-	// idle hands connections to the Acquire calls waiting for one, in
-	// arrival order (its capacity is limit, which is never below open, so
-	// a send never blocks). waiters counts those calls. stack and waiters
-	// are guarded by idleMu, which is taken alone (never with mu).
-	idleMu  sync.Mutex
-	stack   []*Lease[T]
-	waiters int
-	idle    chan *Lease[T]
-	// room gets a token (non-blocking send) when a dial may start: a
-	// connection was destroyed, a dial ended, or the pool grew.
-	room chan struct{}
 	// kick wakes the maintenance loop early (non-blocking send).
 	kick chan struct{}
 	// closec is closed by Close; done is closed when Close has finished.
@@ -230,27 +225,31 @@ type Pool[T Conn] struct {
 	done   chan struct{}
 	// closed is set by Close, under mu; read anywhere.
 	closed atomic.Bool
-	// excess is true while open > size (after Resize shrank the pool);
-	// written under mu, read anywhere.
-	excess atomic.Bool
+	// filling is set while the maintenance loop's warm-up dials run.
+	filling atomic.Bool
+	// dialFailing is set while dials fail (to log state changes only).
+	dialFailing atomic.Bool
 	// baseCtx ends every dial's context when the pool closes.
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
-	// timers recycles the AcquireTimeout timers of waiting Acquire calls,
-	// so that waiting on a saturated pool does not allocate.
-	timers sync.Pool
-	// wg counts the maintenance goroutine and the dial goroutines. Add is
-	// called under mu while closed is false.
+	// noDial is the context TryAcquire gives puddle: a seat it would
+	// construct for lack of an idle one is refused at once.
+	noDial context.Context
+	// warm is the context of warm-up dials.
+	warm context.Context
+	// wg counts the maintenance goroutine and the warm-up goroutines. Add
+	// is called under mu while closed is false.
 	wg sync.WaitGroup
-	// closing counts the goroutines closing destroyed connections.
+	// closers counts the goroutines closing the puddle pools after Close;
+	// closing, those closing discarded connections.
+	closers sync.WaitGroup
 	closing sync.WaitGroup
 
-	mu          sync.Mutex
-	size        int  // max open + dialing
-	minIdle     int  // keep at least this many open + dialing
-	open        int  // established connections: idle, in use, or in hand
-	dialing     int  // dials in flight
-	dialFailing bool // the last dial failed (to log state changes only)
+	mu      sync.Mutex
+	minIdle int
+	retired []*generation[T]
+	// past holds the counters of retired generations that are gone.
+	past puddleCounts
 
 	waits           atomic.Int64
 	waitNanos       atomic.Int64
@@ -258,27 +257,6 @@ type Pool[T Conn] struct {
 	dialErrors      atomic.Int64
 	destroyed       atomic.Int64
 	acquireTimeouts atomic.Int64
-}
-
-// Lease is a connection leased from a Pool by Acquire. The holder owns it
-// until it calls Release or Destroy, exactly once; after that the Lease
-// must not be used, not even for another Release: the pool reuses the
-// Lease value for the next holder of the same connection, so a stale Lease
-// would act on someone else's lease.
-type Lease[T Conn] struct {
-	p       *Pool[T]
-	conn    T
-	created time.Time
-	expires time.Time // zero: never
-	// idleSince is when the connection last entered the idle queue.
-	idleSince time.Time
-	// leased is true while a caller holds the lease. Only the holder (or
-	// whoever took the lease from the idle queue) touches the fields above
-	// idleSince; the queue hands them over.
-	leased bool
-	// unsound is set when the connection is destroyed as broken or in an
-	// unknown state: it is closed, never quit (see Quitter).
-	unsound bool
 }
 
 // New validates cfg, applies its defaults and starts the pool's
@@ -290,29 +268,29 @@ func New[T Conn](cfg Config[T]) (*Pool[T], error) {
 	if err != nil {
 		return nil, err
 	}
-	limit := max(cfg.Size, minSizeLimit)
 	p := &Pool[T]{
-		name:     cfg.Name,
-		dial:     cfg.Dial,
-		prepare:  cfg.Prepare,
-		log:      cfg.Logger.With("pool", cfg.Name),
-		maxDials: cfg.MaxDials,
-		budget:   cfg.Budget,
-		limit:    limit,
-		idle:     make(chan *Lease[T], limit),
-		room:     make(chan struct{}, 1),
-		kick:     make(chan struct{}, 1),
-		closec:   make(chan struct{}),
-		done:     make(chan struct{}),
-		size:     cfg.Size,
-		minIdle:  cfg.MinIdle,
-		epoch:    time.Now(),
+		name:      cfg.Name,
+		dial:      cfg.Dial,
+		prepare:   cfg.Prepare,
+		log:       cfg.Logger.With("pool", cfg.Name),
+		budget:    cfg.Budget,
+		dialTurns: make(chan struct{}, cfg.MaxDials),
+		room:      make(chan struct{}),
+		kick:      make(chan struct{}, 1),
+		closec:    make(chan struct{}),
+		done:      make(chan struct{}),
+		minIdle:   cfg.MinIdle,
+		epoch:     time.Now(),
 	}
+	p.order.Store(uint32(cfg.Order))
 	p.storeTimeouts(cfg)
+	p.baseCtx, p.cancelBase = context.WithCancel(context.Background())
+	p.noDial = context.WithValue(context.Background(), seatKey{}, seatRequest[T]{kind: seatRefused})
+	p.warm = context.WithValue(p.baseCtx, seatKey{}, seatRequest[T]{kind: seatWarm})
+	p.gen.Store(p.newGeneration(cfg.Size))
 	if p.budget != nil {
 		p.budget.attach(p)
 	}
-	p.baseCtx, p.cancelBase = context.WithCancel(context.Background())
 	p.wg.Add(1)
 	p.spawn("maintenance", p.maintain)
 	return p, nil
@@ -328,27 +306,26 @@ func New[T Conn](cfg Config[T]) (*Pool[T], error) {
 //   - ErrClosed, wrapped, when the pool is or becomes closed.
 //
 // A dial started by Acquire is not cancelled when ctx ends: the connection
-// joins the idle queue. Acquire never hands out a connection past its
-// lifetime.
+// joins the idle connections. Acquire never hands out a connection past
+// its lifetime.
 func (p *Pool[T]) Acquire(ctx context.Context) (*Lease[T], error) {
 	if ctx.Err() != nil {
 		return nil, p.ctxError(context.Cause(ctx))
 	}
-	if p.closed.Load() {
-		return nil, p.closedError()
-	}
 	for {
-		l := p.takeIdle(false)
-		if l == nil {
+		if p.closed.Load() {
+			return nil, p.closedError()
+		}
+		res, err := p.gen.Load().pud.TryAcquire(p.noDial)
+		if err != nil {
+			if errors.Is(err, puddle.ErrClosedPool) {
+				continue // a generation retired by Close
+			}
 			return p.acquireSlow(ctx)
 		}
-		if ok, err := p.ready(ctx, l); !ok {
-			if err != nil {
-				return nil, err
-			}
-			continue
+		if l, err := p.take(ctx, res); l != nil || err != nil {
+			return l, err
 		}
-		return l, nil
 	}
 }
 
@@ -358,15 +335,118 @@ func (p *Pool[T]) Acquire(ctx context.Context) (*Lease[T], error) {
 // out, and Config.Prepare vets it (with a background context): one it
 // rejects or fails on is destroyed and the next idle one tried.
 func (p *Pool[T]) TryAcquire() (l *Lease[T], ok bool) {
-	if p.closed.Load() {
-		return nil, false
-	}
-	for {
-		if l = p.takeIdle(false); l == nil {
+	for !p.closed.Load() {
+		res, err := p.gen.Load().pud.TryAcquire(p.noDial)
+		if err != nil {
 			return nil, false
 		}
-		if ok, _ := p.ready(context.Background(), l); ok {
+		if l, _ = p.take(context.Background(), res); l != nil {
 			return l, true
+		}
+	}
+	return nil, false
+}
+
+// take makes the seat res, just acquired from puddle, a lease: it gives
+// an empty seat the connection idle longest, and vets the connection. l
+// is nil when the connection may not be handed out (it is destroyed, and
+// err is Prepare's error, if any, wrapped).
+func (p *Pool[T]) take(ctx context.Context, res *puddle.Resource[*Lease[T]]) (l *Lease[T], err error) {
+	l = res.Value()
+	l.res = res
+	if l.e == nil {
+		if l.e = p.popIdle(); l.e == nil {
+			res.Hijack() // a seat without a connection: not one to count
+			return nil, nil
+		}
+	}
+	if l.e.expired(time.Now()) {
+		p.discard(l)
+		return nil, nil
+	}
+	if p.prepare != nil {
+		ok, err := p.prepare(ctx, l.e.conn)
+		if err != nil || !ok {
+			l.e.unsound = true
+			p.discard(l)
+			if err != nil {
+				return nil, fmt.Errorf("pool %s: prepare: %w", p.name, err)
+			}
+			return nil, nil
+		}
+	}
+	l.leased = true
+	return l, nil
+}
+
+// acquireSlow waits in puddle's Acquire (first come, first served) for a
+// released connection or a dial of its own, until ctx ends, the pool's
+// AcquireTimeout passes, or the pool closes; while the budget is spent
+// it waits for a unit instead, taking an idle connection of a sibling
+// pool to free one.
+func (p *Pool[T]) acquireSlow(ctx context.Context) (*Lease[T], error) {
+	start := time.Now()
+	p.waits.Add(1)
+	p.waiting.Add(1)
+	since := int64(start.Sub(p.epoch))
+	p.queue.begin(since)
+	budgetWait := false
+	defer func() {
+		end := time.Now()
+		p.queue.end(since, int64(end.Sub(p.epoch)))
+		p.waitNanos.Add(int64(end.Sub(start)))
+		p.waiting.Add(-1)
+		if budgetWait {
+			p.budgetWaiters.Add(-1)
+		}
+	}()
+	deadline := start.Add(p.acquireTimeout())
+	for {
+		if p.closed.Load() {
+			return nil, p.closedError()
+		}
+		g := p.gen.Load()
+		room := p.roomSignal()
+		res, err := g.acquire(ctx, deadline)
+		if err == nil {
+			if l, err := p.take(ctx, res); l != nil || err != nil {
+				return l, err
+			}
+			continue
+		}
+		var dialErr *dialFailure
+		switch {
+		case errors.Is(err, errBudgetSpent):
+			if !budgetWait {
+				// Counted before the next try, so that a unit freed
+				// from now on signals room.
+				budgetWait = true
+				p.budgetWaiters.Add(1)
+				continue
+			}
+			p.budget.reclaim(p)
+			select {
+			case <-room:
+				continue
+			case <-ctx.Done():
+			case <-time.After(time.Until(deadline)):
+			case <-p.closec:
+				return nil, p.closedError()
+			}
+		case errors.As(err, &dialErr):
+			return nil, &DialError{Pool: p.name, Err: dialErr.err}
+		case errors.Is(err, puddle.ErrClosedPool), g.retiredNow():
+			continue // the pool closed (checked above) or resized
+		}
+		if ctx.Err() != nil {
+			return nil, p.ctxError(context.Cause(ctx))
+		}
+		if !time.Now().Before(deadline) {
+			p.acquireTimeouts.Add(1)
+			return nil, p.timeoutError()
+		}
+		if !errors.Is(err, errBudgetSpent) {
+			return nil, fmt.Errorf("pool %s: acquire: %w", p.name, err)
 		}
 	}
 }
@@ -378,561 +458,48 @@ func (p *Pool[T]) Closed() bool { return p.closed.Load() }
 // connection to come back: none is idle and none may be dialed (open and
 // dialing ones fill the pool's size).
 func (p *Pool[T]) Busy() bool {
-	if p.idleCount() > 0 {
-		return false
-	}
-	p.mu.Lock()
-	full := p.open+p.dialing >= p.size
-	p.mu.Unlock()
-	return full
+	g := p.gen.Load()
+	st := g.pud.Stat()
+	return st.IdleResources() == 0 && int(st.TotalResources()) >= g.size
 }
 
-// takeIdle takes an idle connection, or returns nil: the one released
-// last, or with oldest the one idle longest (of the stack; the handed-over
-// ones after it).
-func (p *Pool[T]) takeIdle(oldest bool) *Lease[T] {
+// Order returns the pool's reuse order.
+func (p *Pool[T]) Order() Order { return Order(p.order.Load()) }
+
+// SetOrder changes the reuse order at run time (a configuration reload).
+// The connections idle now are handed out as they are kept (each in its
+// seat under LIFO, in turn under RoundRobin) and follow the new order
+// from their next release.
+func (p *Pool[T]) SetOrder(o Order) { p.order.Store(uint32(o)) }
+
+// queueIdle puts e last in the round-robin queue.
+func (p *Pool[T]) queueIdle(e *entry[T]) {
 	p.idleMu.Lock()
-	if n := len(p.stack); n > 0 {
-		var l *Lease[T]
-		if oldest {
-			l = p.stack[0]
-			copy(p.stack, p.stack[1:])
-		} else {
-			l = p.stack[n-1]
-		}
-		p.stack[n-1] = nil
-		p.stack = p.stack[:n-1]
-		p.idleMu.Unlock()
-		return l
-	}
+	p.idle.push(e)
 	p.idleMu.Unlock()
-	select {
-	case l := <-p.idle:
-		return l
-	default:
-		return nil
-	}
 }
 
-// idleCount is the number of idle connections.
-func (p *Pool[T]) idleCount() int {
+// popIdle takes the first connection of the round-robin queue, or nil.
+func (p *Pool[T]) popIdle() *entry[T] {
 	p.idleMu.Lock()
-	n := len(p.stack)
+	e := p.idle.pop()
 	p.idleMu.Unlock()
-	return n + len(p.idle)
+	return e
 }
 
-// acquireSlow waits for a connection: from the idle queue, from a dial
-// this call starts when there is room, until ctx ends, the pool's
-// AcquireTimeout passes, or the pool closes. It starts no goroutine but
-// the dial's, and holds no lock while it waits.
-func (p *Pool[T]) acquireSlow(ctx context.Context) (*Lease[T], error) {
-	start := time.Now()
-	p.waits.Add(1)
-	p.waiting.Add(1)
-	since := int64(start.Sub(p.epoch))
-	p.queue.begin(since)
-	// Counted before the idle stack is looked at, so that a connection
-	// released from now on is handed over through idle, where this call
-	// waits, and not stacked behind its back.
-	p.idleMu.Lock()
-	p.waiters++
-	p.idleMu.Unlock()
-	budgetWait := false
-	defer func() {
-		p.idleMu.Lock()
-		p.waiters--
-		p.idleMu.Unlock()
-		end := time.Now()
-		p.queue.end(since, int64(end.Sub(p.epoch)))
-		p.waitNanos.Add(int64(end.Sub(start)))
-		p.waiting.Add(-1)
-		if budgetWait {
-			p.budgetWaiters.Add(-1)
-		}
-	}()
-	timer := p.getTimer()
-	defer p.putTimer(timer)
-
-	// dialc delivers the result of the dial this call started; nil when
-	// none is in flight. While one is, the call does not start another.
-	var dialc chan error
-	for {
-		if l := p.takeIdle(false); l != nil {
-			if ok, err := p.ready(ctx, l); !ok {
-				if err != nil {
-					return nil, err
-				}
-				continue
-			}
-			return l, nil
-		}
-		room := p.room
-		if dialc == nil {
-			var spent bool
-			dialc, spent = p.startDial(ctx)
-			if spent {
-				if !budgetWait {
-					budgetWait = true
-					p.budgetWaiters.Add(1)
-				}
-				// Free a unit held idle by a sibling pool; its close
-				// signals room.
-				p.budget.reclaim(p)
-			}
-		}
-		if dialc != nil {
-			room = nil
-		}
-		select {
-		case l := <-p.idle:
-			if ok, err := p.ready(ctx, l); !ok {
-				if err != nil {
-					return nil, err
-				}
-				continue
-			}
-			return l, nil
-		case err := <-dialc:
-			dialc = nil
-			if err != nil {
-				return nil, &DialError{Pool: p.name, Err: err}
-			}
-			// The connection is in the idle queue, unless a caller that
-			// waited longer took it first.
-		case <-room:
-		case <-ctx.Done():
-			return nil, p.ctxError(context.Cause(ctx))
-		case <-timer.C:
-			p.acquireTimeouts.Add(1)
-			return nil, p.timeoutError()
-		case <-p.closec:
-			return nil, p.closedError()
-		}
-	}
+// roomSignal returns the channel the next signalRoom closes.
+func (p *Pool[T]) roomSignal() <-chan struct{} {
+	p.roomMu.Lock()
+	defer p.roomMu.Unlock()
+	return p.room
 }
 
-// getTimer returns a timer running for AcquireTimeout.
-func (p *Pool[T]) getTimer() *time.Timer {
-	if t, ok := p.timers.Get().(*time.Timer); ok {
-		t.Reset(p.acquireTimeout())
-		return t
-	}
-	return time.NewTimer(p.acquireTimeout())
-}
-
-// putTimer stops t and keeps it for reuse. Since Go 1.23 a stopped timer's
-// channel holds no stale tick, so Reset starts it afresh.
-func (p *Pool[T]) putTimer(t *time.Timer) {
-	if !t.Stop() {
-		// Only with GODEBUG=asynctimerchan=1 can a tick be pending here.
-		select {
-		case <-t.C:
-		default:
-		}
-	}
-	p.timers.Put(t)
-}
-
-// ready decides whether l, just taken from the idle queue, may be handed
-// out, and marks it leased if so. Otherwise it destroys l; err is
-// Prepare's error, if any, wrapped.
-func (p *Pool[T]) ready(ctx context.Context, l *Lease[T]) (bool, error) {
-	if l.expired() {
-		p.destroy(l)
-		return false, nil
-	}
-	if p.prepare != nil {
-		ok, err := p.prepare(ctx, l.conn)
-		if err != nil {
-			l.unsound = true
-			p.destroy(l)
-			return false, fmt.Errorf("pool %s: prepare: %w", p.name, err)
-		}
-		if !ok {
-			l.unsound = true
-			p.destroy(l)
-			return false, nil
-		}
-	}
-	l.leased = true
-	return true, nil
-}
-
-// startDial starts a dial if the pool has room for one and returns the
-// channel that will receive its result (nil error: the connection is in
-// the idle queue). It returns nil when no dial may start now; spent says
-// the pool had room but its budget had none.
-func (p *Pool[T]) startDial(ctx context.Context) (_ chan error, spent bool) {
-	p.mu.Lock()
-	if p.closed.Load() || p.open+p.dialing >= p.size || p.dialing >= p.maxDials {
-		p.mu.Unlock()
-		return nil, false
-	}
-	if p.budget != nil && p.budget.take(1) == 0 {
-		p.mu.Unlock()
-		return nil, true
-	}
-	p.dialing++
-	more := p.open+p.dialing < p.size && p.dialing < p.maxDials
-	p.wg.Add(1)
-	p.mu.Unlock()
-	if more {
-		// Pass the chance on to another waiter.
-		p.signalRoom()
-	}
-	result := make(chan error, 1)
-	vctx := context.WithoutCancel(ctx)
-	p.spawn("dial", func() { p.dialOne(vctx, result) })
-	return result, false
-}
-
-// dialOne runs one dial reserved by the caller (dialing already counts
-// it, wg.Add already done) and puts the connection in the idle queue.
-// result, when not nil, gets the outcome.
-func (p *Pool[T]) dialOne(ctx context.Context, result chan<- error) {
-	p.dials.Add(1)
-	l, err := p.construct(ctx)
-	if err != nil {
-		p.dialErrors.Add(1)
-		p.mu.Lock()
-		p.dialing--
-		first := !p.dialFailing
-		p.dialFailing = true
-		p.mu.Unlock()
-		if first && !p.closed.Load() {
-			p.log.Warn("dial failed", "error", err)
-		} else {
-			p.log.Debug("dial failed", "error", err)
-		}
-		if p.budget != nil {
-			p.budget.give()
-		}
-		p.signalRoom()
-		if result != nil {
-			result <- err
-		}
-		return
-	}
-	p.mu.Lock()
-	p.dialing--
-	p.open++
-	p.setExcessLocked()
-	recovered := p.dialFailing
-	p.dialFailing = false
-	p.mu.Unlock()
-	if recovered {
-		p.log.Info("dial succeeded again")
-	}
-	p.putIdle(l)
-	p.signalRoom()
-	if result != nil {
-		result <- nil
-	} else {
-		// A warm-up dial: let the maintenance loop dial the next ones.
-		p.signalKick()
-	}
-}
-
-// construct dials one connection. vctx carries the values of the Acquire
-// caller's context and no cancellation; the dial's context ends after
-// DialTimeout or when the pool closes.
-func (p *Pool[T]) construct(vctx context.Context) (l *Lease[T], err error) {
-	ctx, cancel := context.WithTimeout(vctx, p.dialTimeout())
-	defer cancel()
-	stop := context.AfterFunc(p.baseCtx, cancel)
-	defer stop()
-	defer func() {
-		if r := recover(); r != nil {
-			p.log.Error("dial panicked", "panic", r)
-			l, err = nil, fmt.Errorf("dial panicked: %v", r)
-		}
-	}()
-	c, err := p.dial(ctx)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	l = &Lease[T]{p: p, conn: c, created: now, idleSince: now}
-	if life := p.maxLifetime(); life > 0 {
-		jitter := time.Duration(rand.Int64N(int64(life/10) + 1))
-		l.expires = now.Add(life - jitter)
-	}
-	return l, nil
-}
-
-// destruct closes l's connection; finishDestroy runs it in a goroutine of
-// its own, counted by closing.
-//
-// The connection's budget unit comes back only once Close has returned,
-// so that a connection being closed and its successor are never both
-// counted open.
-func (p *Pool[T]) destruct(l *Lease[T]) {
-	defer p.closing.Done()
-	if p.budget != nil {
-		defer p.budget.give()
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			p.log.Error("close panicked", "panic", r)
-		}
-	}()
-	var err error
-	if q, ok := any(l.conn).(Quitter); ok && !l.unsound {
-		err = q.Quit()
-	} else {
-		err = l.conn.Close()
-	}
-	if err != nil {
-		p.log.Debug("close failed", "error", err)
-	}
-}
-
-// Conn returns the leased connection.
-func (l *Lease[T]) Conn() T { return l.conn }
-
-// CreatedAt returns when the connection was established.
-func (l *Lease[T]) CreatedAt() time.Time { return l.created }
-
-// IdleSince returns when the connection last went back to the idle queue
-// (zero for a connection never released).
-func (l *Lease[T]) IdleSince() time.Time { return l.idleSince }
-
-// Release returns the connection to the tail of the idle queue. It closes
-// the connection instead when it is past its lifetime, when the pool has
-// more connections than its size, or when the pool is closed. Release
-// panics if the lease is not held.
-func (l *Lease[T]) Release() {
-	if !l.leased {
-		panic("pools: Release of a lease not held (released or destroyed already)")
-	}
-	l.leased = false
-	p := l.p
-	now := time.Now()
-	if p.closed.Load() || (!l.expires.IsZero() && !now.Before(l.expires)) {
-		p.destroy(l)
-		return
-	}
-	if p.excess.Load() && p.shed(l, false) {
-		return
-	}
-	if p.budget != nil && p.budget.handOver(p) {
-		p.destroy(l)
-		return
-	}
-	l.idleSince = now
-	p.putIdle(l)
-}
-
-// Destroy closes the connection and frees its slot, for a connection that
-// is broken or in an unknown state. Destroy panics if the lease is not
-// held.
-func (l *Lease[T]) Destroy() {
-	if !l.leased {
-		panic("pools: Destroy of a lease not held (released or destroyed already)")
-	}
-	l.leased = false
-	l.unsound = true
-	l.p.destroy(l)
-}
-
-// Retire closes the connection and frees its slot, for a connection at
-// rest that must not serve again (its server holds state the pool cannot
-// clear): it quits, where Destroy closes (see Quitter). Retire panics if
-// the lease is not held.
-func (l *Lease[T]) Retire() {
-	if !l.leased {
-		panic("pools: Retire of a lease not held (released or destroyed already)")
-	}
-	l.leased = false
-	l.p.destroy(l)
-}
-
-// Pass reports whether l, which its holder is done with, may go from the
-// holder straight to another caller that waits for a connection of the
-// pool outside Acquire (see WaitOutside), as Release would hand it to an
-// Acquire call that waits: false when Release would close it instead
-// (the pool closed or above its size, the connection past its lifetime,
-// its budget unit wanted by another pool), and false while Acquire calls
-// wait (they come first: Release then). When it may, l counts as
-// released and taken again now (IdleSince), and stays leased: the new
-// holder releases it. Pass panics if the lease is not held.
-func (l *Lease[T]) Pass() bool {
-	if !l.leased {
-		panic("pools: Pass of a lease not held (released or destroyed already)")
-	}
-	p := l.p
-	if p.waiting.Load() > 0 || p.closed.Load() || p.excess.Load() || (p.budget != nil && p.budget.handOver(p)) {
-		return false
-	}
-	now := time.Now()
-	if !l.expires.IsZero() && !now.Before(l.expires) {
-		return false
-	}
-	l.idleSince = now
-	return true
-}
-
-// Pool returns the pool l is a lease of.
-func (l *Lease[T]) Pool() *Pool[T] { return l.p }
-
-// OutsideWait is a wait for a connection outside Acquire, counted as one
-// in Acquire is (Stat's Waits and WaitTime, QueueWait): a caller that
-// must not block (a task of an event loop) waits for a holder to pass it
-// a lease (Lease.Pass) or for TryAcquire to find one idle.
-type OutsideWait[T Conn] struct {
-	p     *Pool[T]
-	start time.Time
-}
-
-// WaitOutside starts counting a wait outside Acquire; call End once when
-// it ends.
-func (p *Pool[T]) WaitOutside() OutsideWait[T] {
-	start := time.Now()
-	p.waits.Add(1)
-	p.outside.Add(1)
-	p.queue.begin(int64(start.Sub(p.epoch)))
-	return OutsideWait[T]{p: p, start: start}
-}
-
-// Deadline is when the wait times out: the pool's AcquireTimeout after it
-// started.
-func (w OutsideWait[T]) Deadline() time.Time { return w.start.Add(w.p.acquireTimeout()) }
-
-// TimeoutError is the error Acquire returns when its wait times out, for
-// the wait's caller to return when Deadline has passed; it counts the
-// timeout as Acquire's are.
-func (w OutsideWait[T]) TimeoutError() error {
-	w.p.acquireTimeouts.Add(1)
-	return w.p.timeoutError()
-}
-
-// End stops counting the wait.
-func (w OutsideWait[T]) End() {
-	p := w.p
-	end := time.Now()
-	p.queue.end(int64(w.start.Sub(p.epoch)), int64(end.Sub(p.epoch)))
-	p.waitNanos.Add(int64(end.Sub(w.start)))
-	p.outside.Add(-1)
-}
-
-// expired reports whether l is past its lifetime.
-func (l *Lease[T]) expired() bool {
-	return !l.expires.IsZero() && !time.Now().Before(l.expires)
-}
-
-// putIdle makes l idle: on top of the stack, or, while Acquire calls
-// wait, handed to the first of them. It destroys l instead if the pool is
-// closed.
-func (p *Pool[T]) putIdle(l *Lease[T]) { p.stackIdle(l, -1) }
-
-// stackIdle is putIdle with l put at index at of the stack (-1: on top).
-// It reports whether l went to the stack.
-func (p *Pool[T]) stackIdle(l *Lease[T], at int) (stacked bool) {
-	p.idleMu.Lock()
-	if p.waiters == 0 {
-		if at < 0 || at > len(p.stack) {
-			at = len(p.stack)
-		}
-		p.stack = slices.Insert(p.stack, at, l)
-		p.idleMu.Unlock()
-		stacked = true
-	} else {
-		p.idleMu.Unlock()
-		select {
-		case p.idle <- l:
-		default:
-			// Unreachable: cap(idle) is never below open.
-			p.log.Error("idle queue full; closing connection", "open", p.Stat().Open)
-			p.destroy(l)
-			return
-		}
-	}
-	// Close sets closed and then drains the queue; we queue and then check
-	// closed. One of the two drains sees l.
-	if p.closed.Load() {
-		p.drainIdle()
-	}
-	return stacked
-}
-
-// CloseIdle closes every connection idle now, for when they are likely
-// dead (their server went away); leased connections are not touched. The
-// pool dials again up to MinIdle in the background.
-func (p *Pool[T]) CloseIdle() {
-	p.drainIdle()
-	p.signalKick()
-}
-
-// drainIdle destroys every connection idle now. It takes them all out
-// before it destroys the first: a destroy below MinIdle starts a dial, and
-// the new connection must not be closed too. (A closed pool dials no
-// more, and a connection stacked after the take drains itself: see
-// stackIdle.)
-func (p *Pool[T]) drainIdle() {
-	var now []*Lease[T]
-	for l := p.takeIdle(false); l != nil; l = p.takeIdle(false) {
-		now = append(now, l)
-	}
-	for _, l := range now {
-		p.destroy(l)
-	}
-}
-
-// destroy stops counting l and closes it in the background.
-func (p *Pool[T]) destroy(l *Lease[T]) {
-	p.mu.Lock()
-	p.finishDestroy(l)
-}
-
-// shed destroys l if the pool has more open connections than it should:
-// more than MinIdle when aboveMinIdle, else more than Size. It reports
-// whether it did.
-func (p *Pool[T]) shed(l *Lease[T], aboveMinIdle bool) bool {
-	p.mu.Lock()
-	floor := p.size
-	if aboveMinIdle {
-		floor = p.minIdle
-	}
-	if p.open <= floor {
-		p.mu.Unlock()
-		return false
-	}
-	p.finishDestroy(l)
-	return true
-}
-
-// finishDestroy is destroy's second half; the caller holds mu, which
-// finishDestroy unlocks.
-func (p *Pool[T]) finishDestroy(l *Lease[T]) {
-	p.open--
-	p.setExcessLocked()
-	below := p.open+p.dialing < p.minIdle
-	last := p.closed.Load() && p.open == 0 && p.dialing == 0
-	p.closing.Add(1)
-	p.mu.Unlock()
-	p.destroyed.Add(1)
-	go p.destruct(l)
-	if last {
-		// The last connection of a closed pool: wait for every close to
-		// finish.
-		p.closing.Wait()
-		return
-	}
-	p.signalRoom()
-	if below {
-		p.signalKick()
-	}
-}
-
-// setExcessLocked updates excess; the caller holds mu.
-func (p *Pool[T]) setExcessLocked() { p.excess.Store(p.open > p.size) }
-
+// signalRoom wakes the callers waiting for a budget unit.
 func (p *Pool[T]) signalRoom() {
-	select {
-	case p.room <- struct{}{}:
-	default:
-	}
+	p.roomMu.Lock()
+	close(p.room)
+	p.room = make(chan struct{})
+	p.roomMu.Unlock()
 }
 
 func (p *Pool[T]) signalKick() {
@@ -954,40 +521,6 @@ func (p *Pool[T]) spawn(what string, fn func()) {
 		}()
 		fn()
 	}()
-}
-
-// checkInterval is how often the maintenance loop runs.
-func (p *Pool[T]) checkInterval() time.Duration {
-	iv := maxCheckInterval
-	if idle := p.idleTimeout(); idle > 0 {
-		iv = min(iv, idle/2)
-	}
-	if life := p.maxLifetime(); life > 0 {
-		iv = min(iv, life/4)
-	}
-	return max(iv, minCheckInterval)
-}
-
-// maintain is the pool's background loop: close expired and long-idle
-// connections, dial up to MinIdle; every checkInterval, and when kicked.
-func (p *Pool[T]) maintain() {
-	t := time.NewTicker(p.checkInterval())
-	defer t.Stop()
-	iv := p.checkInterval()
-	for {
-		p.evict()
-		p.fill()
-		select {
-		case <-p.closec:
-			return
-		case <-t.C:
-		case <-p.kick:
-		}
-		if next := p.checkInterval(); next != iv { // SetTimeouts changed it
-			iv = next
-			t.Reset(iv)
-		}
-	}
 }
 
 // Timeouts are the durations SetTimeouts changes; the meaning of zero and
@@ -1025,109 +558,60 @@ func (p *Pool[T]) maxLifetime() time.Duration    { return time.Duration(p.maxLif
 func (p *Pool[T]) acquireTimeout() time.Duration { return time.Duration(p.acquireTimeoutNs.Load()) }
 func (p *Pool[T]) dialTimeout() time.Duration    { return time.Duration(p.dialTimeoutNs.Load()) }
 
-// evict passes once over the idle connections, closing those past their
-// lifetime, idle longer than IdleTimeout (while more than MinIdle are
-// open) or over Size: first the ones handed over that no caller took,
-// then the stack from its bottom (idle longest); the others keep their
-// places, or go to a caller that waits meanwhile. Only one connection is
-// out at a time.
-func (p *Pool[T]) evict() {
-	idle := p.idleTimeout()
-handedOver:
-	for n := len(p.idle); n > 0; n-- {
-		select {
-		case l := <-p.idle:
-			if !p.evictOne(l, idle) {
-				p.putIdle(l)
-			}
-		default:
-			break handedOver
-		}
+// Resize changes the pool's size and MinIdle at runtime. size is clamped
+// to [1, MaxSize] and minIdle to [0, size]; here zero means zero, not a
+// default. A new size is a new puddle pool (a generation): the idle
+// connections move to it at once, the leased ones as they are released,
+// and those it has no room for are closed; callers waiting in the old one
+// wait in the new one. Leased connections are not interrupted.
+func (p *Pool[T]) Resize(size, minIdle int) {
+	if size < 1 || size > MaxSize {
+		c := min(max(size, 1), MaxSize)
+		p.log.Warn("pool size out of range; clamped", "size", size, "clamped", c)
+		size = c
 	}
-	for i := 0; ; {
-		p.idleMu.Lock()
-		if i >= len(p.stack) {
-			p.idleMu.Unlock()
-			return
-		}
-		l := p.stack[i]
-		p.stack = slices.Delete(p.stack, i, i+1)
-		p.idleMu.Unlock()
-		if !p.evictOne(l, idle) && p.stackIdle(l, i) {
-			i++ // kept in its place; else the next one is at i now
-		}
-	}
-}
-
-// evictOne closes l, just taken from the idle connections, if evict
-// should; it reports whether it did.
-func (p *Pool[T]) evictOne(l *Lease[T], idle time.Duration) bool {
-	now := time.Now()
-	switch {
-	case !l.expires.IsZero() && !now.Before(l.expires):
-		p.destroy(l)
-	case idle > 0 && now.Sub(l.idleSince) >= idle && p.shed(l, true):
-	case p.excess.Load() && p.shed(l, false):
-	case p.budget != nil && p.budget.over.Load():
-		p.destroy(l)
-	default:
-		return false
-	}
-	return true
-}
-
-// fill starts dials until MinIdle connections are open or being dialed,
-// within MaxDials and Size. A failed dial is retried at the next tick.
-func (p *Pool[T]) fill() {
+	minIdle = min(max(minIdle, 0), size)
 	p.mu.Lock()
 	if p.closed.Load() {
 		p.mu.Unlock()
 		return
 	}
-	n := min(p.minIdle-p.open-p.dialing, p.maxDials-p.dialing, p.size-p.open-p.dialing)
-	if n > 0 && p.budget != nil {
-		n = p.budget.take(n)
-	}
-	if n <= 0 {
+	p.minIdle = minIdle
+	old := p.gen.Load()
+	if old.size == size {
 		p.mu.Unlock()
+		p.signalKick()
 		return
 	}
-	p.dialing += n
-	p.wg.Add(n)
+	p.gen.Store(p.newGeneration(size))
+	p.retired = append(p.retired, old)
 	p.mu.Unlock()
-	for range n {
-		p.spawn("dial", func() { p.dialOne(context.Background(), nil) })
-	}
-}
-
-// Resize changes the pool's size and MinIdle at runtime. size is clamped
-// to [1, max(Config.Size, 1024)] (the bound fixed by New) and minIdle to
-// [0, size]; here zero means zero, not a default. When the pool shrinks,
-// the surplus connections are closed as they are released or found idle;
-// leased connections are not interrupted.
-func (p *Pool[T]) Resize(size, minIdle int) {
-	if size < 1 || size > p.limit {
-		c := min(max(size, 1), p.limit)
-		p.log.Warn("pool size out of range; clamped", "size", size, "clamped", c, "limit", p.limit)
-		size = c
-	}
-	minIdle = min(max(minIdle, 0), size)
-	p.mu.Lock()
-	p.size, p.minIdle = size, minIdle
-	p.setExcessLocked()
-	p.mu.Unlock()
-	p.signalRoom()
+	old.retire()
+	p.moveIdle(old)
 	p.signalKick()
 }
 
-// Stat returns a snapshot of the pool's state and counters.
+// Stat returns a snapshot of the pool's state and counters: the
+// connections' books are puddle's, summed over the pool's generations.
 func (p *Pool[T]) Stat() Stat {
 	p.mu.Lock()
-	s := Stat{Size: p.size, MinIdle: p.minIdle, Open: p.open, Dialing: p.dialing}
+	g := p.gen.Load()
+	gens := append([]*generation[T]{g}, p.retired...)
+	s := Stat{Size: g.size, MinIdle: p.minIdle}
+	c := p.past
 	p.mu.Unlock()
-	s.Idle = min(p.idleCount(), s.Open)
+	for _, g := range gens {
+		st := g.pud.Stat()
+		s.Idle += int(st.IdleResources())
+		s.InUse += int(st.AcquiredResources())
+		s.Dialing += int(st.ConstructingResources())
+		c.add(st)
+	}
+	s.Open = s.Idle + s.InUse
+	s.Acquires, s.AcquireTime = c.acquires, c.acquireTime
+	s.EmptyAcquires, s.EmptyAcquireTime = c.emptyAcquires, c.emptyAcquireTime
+	s.CanceledAcquires = c.canceledAcquires
 	s.Waiting = int(p.waiting.Load() + p.outside.Load())
-	s.InUse = s.Open - s.Idle
 	s.Waits = p.waits.Load()
 	s.WaitTime = time.Duration(p.waitNanos.Load())
 	s.Dials = p.dials.Load()
@@ -1135,18 +619,37 @@ func (p *Pool[T]) Stat() Stat {
 	s.Destroyed = p.destroyed.Load()
 	s.AcquireTimeouts = p.acquireTimeouts.Load()
 	s.QueueWait = p.QueueWait(time.Now())
+	s.Order = p.Order()
 	return s
+}
+
+// CloseIdle closes every connection idle now, for when they are likely
+// dead (their server went away); leased connections are not touched. The
+// pool dials again up to MinIdle in the background.
+func (p *Pool[T]) CloseIdle() {
+	for _, g := range p.generations() {
+		for _, res := range g.pud.AcquireAllIdle() {
+			l := res.Value()
+			l.res = res
+			p.discard(l) // an empty seat closes the connection first in the queue
+		}
+	}
+	p.signalKick()
+}
+
+// generations returns the current generation and the retired ones.
+func (p *Pool[T]) generations() []*generation[T] {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*generation[T]{p.gen.Load()}, p.retired...)
 }
 
 // Close closes the pool: later Acquire calls and the ones waiting fail
 // with ErrClosed, dials in flight are cancelled, idle connections are
 // closed, and leased connections are closed when released or destroyed.
-// Close waits for the maintenance goroutine and the dials to end (a Dial
-// that ignores its context delays it) but not for leased connections.
-// Close is idempotent; every call returns once the first has finished.
-//
-// After Close, the Release or Destroy that closes the last leased
-// connection waits for the pool's connections to finish closing.
+// Close waits for the maintenance goroutine, the dials and the closes of
+// the idle connections, but not for leased connections. Close is
+// idempotent; every call returns once the first has finished.
 func (p *Pool[T]) Close() {
 	p.mu.Lock()
 	if p.closed.Load() {
@@ -1155,21 +658,31 @@ func (p *Pool[T]) Close() {
 		return
 	}
 	p.closed.Store(true)
+	gens := append([]*generation[T]{p.gen.Load()}, p.retired...)
 	p.mu.Unlock()
 	if p.budget != nil {
 		p.budget.detach(p)
 	}
 	close(p.closec)
 	p.cancelBase()
-	p.drainIdle()
+	for _, g := range gens {
+		g.retire()
+	}
 	p.wg.Wait()
-	p.drainIdle()
-
-	p.mu.Lock()
-	last := p.open == 0 && p.dialing == 0
-	p.mu.Unlock()
-	if last {
-		p.closing.Wait()
+	defer p.closing.Wait()
+	for _, g := range gens {
+		// puddle's Close destroys the idle seats and waits until the
+		// leased ones come back and are destroyed: only a pool with
+		// none leased is waited for.
+		if g.pud.Stat().AcquiredResources() == 0 {
+			g.pud.Close()
+			continue
+		}
+		p.closers.Add(1)
+		go func() {
+			defer p.closers.Done()
+			g.pud.Close()
+		}()
 	}
 	p.log.Debug("pool closed")
 	close(p.done)
@@ -1194,22 +707,62 @@ func (p *Pool[T]) timeoutError() error {
 	}
 }
 
+// discard takes l's seat out of puddle's books at once (Hijack) and
+// closes its connection in the background (an empty seat's: the first of
+// the round-robin queue), as closeEntry says. puddle's own Destroy would
+// count the seat as acquired until the close returns; the budget unit is
+// what stays held until then.
+func (p *Pool[T]) discard(l *Lease[T]) {
+	e := l.e // kept in l: the seat is gone, never handed out again
+	l.res.Hijack()
+	if e == nil {
+		if e = p.popIdle(); e == nil {
+			return
+		}
+	}
+	p.destroyed.Add(1)
+	p.closing.Add(1)
+	go func() {
+		defer p.closing.Done()
+		p.closeEntry(e)
+	}()
+}
+
 // budgetWaiting implements budgetPool.
 func (p *Pool[T]) budgetWaiting() bool { return p.budgetWaiters.Load() > 0 }
 
-// reclaimIdle implements budgetPool: it closes the longest idle
-// connection, if any.
+// reclaimIdle implements budgetPool: it closes the connection idle
+// longest, if any.
 func (p *Pool[T]) reclaimIdle() bool {
-	l := p.takeIdle(true)
-	if l == nil {
+	seats := p.gen.Load().pud.AcquireAllIdle()
+	if len(seats) == 0 {
 		return false
 	}
-	p.destroy(l)
+	// AcquireAllIdle took the seats top of the stack first: the last one
+	// is idle longest, and an empty one closes the first of the queue.
+	victim := len(seats) - 1
+	for i, res := range seats {
+		if res.Value().e == nil {
+			victim = i
+			break
+		}
+	}
+	for i := len(seats) - 1; i >= 0; i-- {
+		res := seats[i]
+		res.Value().res = res
+		if i == victim {
+			p.discard(res.Value())
+		} else {
+			res.ReleaseUnused()
+		}
+	}
 	return true
 }
 
 // budgetRoom implements budgetPool.
 func (p *Pool[T]) budgetRoom() {
-	p.signalRoom()
+	if p.budgetWaiters.Load() > 0 {
+		p.signalRoom()
+	}
 	p.signalKick()
 }

@@ -113,12 +113,18 @@ func (d *dialer) openCount() int {
 	return n
 }
 
+// newPool returns a pool of d's connections closed with the test. Its
+// order is LIFO unless mod says otherwise: the tests that follow one
+// connection through release and acquire by its Lease need the seat to
+// keep its connection (under RoundRobin a released seat gives it to the
+// queue).
 func newPool(t testing.TB, d *dialer, mod func(*Config[*fakeConn])) *Pool[*fakeConn] {
 	t.Helper()
 	cfg := Config[*fakeConn]{
 		Name:           "test",
 		Size:           4,
 		MinIdle:        -1,
+		Order:          LIFO,
 		AcquireTimeout: time.Second,
 		Dial:           d.Dial,
 	}
@@ -144,6 +150,18 @@ func eventually(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// settled waits until no seat is being constructed, and returns the
+// pool's Stat then: a TryAcquire that finds nothing idle while the pool
+// has room makes puddle construct a seat in the background, which the
+// pool refuses at once (TryAcquire never dials), but which Stat counts as
+// dialing for that moment.
+func settled(t testing.TB, p *Pool[*fakeConn]) Stat {
+	t.Helper()
+	var s Stat
+	eventually(t, "no seat under construction", func() bool { s = p.Stat(); return s.Dialing == 0 })
+	return s
 }
 
 func mustAcquire(t testing.TB, p *Pool[*fakeConn]) *Lease[*fakeConn] {
@@ -200,7 +218,7 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 // load keeps using the same few.
 func TestLIFOOrder(t *testing.T) {
 	d := &dialer{}
-	p := newPool(t, d, func(c *Config[*fakeConn]) { c.Size = 3 })
+	p := newPool(t, d, func(c *Config[*fakeConn]) { c.Size = 3; c.Order = LIFO })
 	a, b, c := mustAcquire(t, p), mustAcquire(t, p), mustAcquire(t, p)
 	// Released in the order given, they come back last first.
 	reuse := func(order ...*Lease[*fakeConn]) {
@@ -237,7 +255,7 @@ func TestLIFOOrder(t *testing.T) {
 // closed, not handed out; a closed pool has none.
 func TestTryAcquire(t *testing.T) {
 	d := &dialer{}
-	p := newPool(t, d, func(c *Config[*fakeConn]) { c.Size = 2 })
+	p := newPool(t, d, func(c *Config[*fakeConn]) { c.Size = 2; c.Order = LIFO })
 	if l, ok := p.TryAcquire(); ok || l != nil {
 		t.Fatal("TryAcquire on an empty pool handed out a connection")
 	}
@@ -252,7 +270,7 @@ func TestTryAcquire(t *testing.T) {
 		t.Fatalf("TryAcquire = %v, %v; want the connection released last", l, ok)
 	}
 	l.Release()
-	b.expires = time.Now().Add(-time.Second) // past its lifetime
+	b.e.expires = time.Now().Add(-time.Second) // past its lifetime
 	l, ok = p.TryAcquire()
 	if !ok || l != a {
 		t.Fatalf("TryAcquire past an expired connection = %v, %v; want the other one", l, ok)
@@ -474,7 +492,7 @@ func TestDialErrorReturned(t *testing.T) {
 	if !errors.As(got, &re) || !errors.As(got, &de) || de.Pool != "test" {
 		t.Fatalf("err = %v, want a *DialError wrapping *refusedError", got)
 	}
-	if s := p.Stat(); s.DialErrors != 1 || s.Open != 0 || s.Dialing != 0 {
+	if s := settled(t, p); s.DialErrors != 1 || s.Open != 0 {
 		t.Errorf("stat %+v", s)
 	}
 	d.fail.Store(nil)
@@ -579,15 +597,15 @@ func TestLifetimeJitterNeverHandsOutExpired(t *testing.T) {
 		if l.Conn().closed.Load() {
 			t.Fatal("handed out a closed conn")
 		}
-		if !now.Before(l.expires) {
-			t.Fatalf("handed out a conn %v past its lifetime", now.Sub(l.expires))
+		if !now.Before(l.e.expires) {
+			t.Fatalf("handed out a conn %v past its lifetime", now.Sub(l.e.expires))
 		}
-		if lt := l.expires.Sub(l.CreatedAt()); lt > life || lt < life-life/10 {
+		if lt := l.e.expires.Sub(l.CreatedAt()); lt > life || lt < life-life/10 {
 			t.Fatalf("lifetime %v outside [%v, %v]", lt, life-life/10, life)
 		}
 		if !seen[l.Conn()] {
 			seen[l.Conn()] = true
-			expiries[l.expires.Sub(l.CreatedAt())] = true
+			expiries[l.e.expires.Sub(l.CreatedAt())] = true
 		}
 		l.Release()
 		time.Sleep(time.Millisecond)
@@ -652,37 +670,49 @@ func TestIdleEvictionKeepsMinIdle(t *testing.T) {
 	}
 }
 
-// With more connections open than its load needs, the pool keeps using
-// the same one and the others age out (IdleTimeout), where taking them in
-// turn would keep them all alive.
-func TestUnusedConnectionsAgeOut(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		d := &dialer{}
-		p := newPool(t, d, func(c *Config[*fakeConn]) {
-			c.Size = 4
-			c.IdleTimeout = time.Second
+// With more connections open than its load needs, a LIFO pool keeps
+// using the same one and the others age out (IdleTimeout); a round-robin
+// pool takes them in turn and keeps them all.
+func TestIdleConnectionsByOrder(t *testing.T) {
+	for _, tc := range []struct {
+		order           Order
+		open, destroyed int
+	}{{LIFO, 1, 3}, {RoundRobin, 4, 0}} {
+		t.Run(tc.order.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				d := &dialer{}
+				p := newPool(t, d, func(c *Config[*fakeConn]) {
+					c.Size = 4
+					c.IdleTimeout = time.Second
+					c.Order = tc.order
+				})
+				var ls []*Lease[*fakeConn]
+				for range 4 {
+					ls = append(ls, mustAcquire(t, p))
+				}
+				last := ls[3].Conn()
+				for _, l := range ls {
+					l.Release()
+				}
+				// One user, a statement every 100 ms, for 3 idle timeouts.
+				seen := map[*fakeConn]bool{}
+				for range 30 {
+					l := mustAcquire(t, p)
+					seen[l.Conn()] = true
+					if tc.order == LIFO && l.Conn() != last {
+						t.Fatalf("got conn %d, want %d (released last)", l.Conn().id, last.id)
+					}
+					l.Release()
+					time.Sleep(100 * time.Millisecond)
+				}
+				synctest.Wait()
+				if s := p.Stat(); s.Open != tc.open || s.Destroyed != int64(tc.destroyed) || len(seen) != tc.open {
+					t.Errorf("after 3 s of one user: %+v, %d connections used; want %d open, %d closed",
+						s, len(seen), tc.open, tc.destroyed)
+				}
+			})
 		})
-		var ls []*Lease[*fakeConn]
-		for range 4 {
-			ls = append(ls, mustAcquire(t, p))
-		}
-		for _, l := range ls {
-			l.Release()
-		}
-		// One user, a statement every 100 ms, for 3 idle timeouts.
-		for range 30 {
-			l := mustAcquire(t, p)
-			if l != ls[3] {
-				t.Fatalf("got conn %d, want %d (released last)", l.Conn().id, ls[3].Conn().id)
-			}
-			l.Release()
-			time.Sleep(100 * time.Millisecond)
-		}
-		synctest.Wait()
-		if s := p.Stat(); s.Open != 1 || s.Destroyed != 3 {
-			t.Errorf("after 3 s of one user: %+v, want the 3 unused connections closed", s)
-		}
-	})
+	}
 }
 
 func TestCloseIdempotent(t *testing.T) {
@@ -729,17 +759,18 @@ func TestStat(t *testing.T) {
 	p := newPool(t, d, func(c *Config[*fakeConn]) { c.Size = 3 })
 	a, b := mustAcquire(t, p), mustAcquire(t, p)
 	b.Release()
-	s := p.Stat()
-	want := Stat{Size: 3, Open: 2, InUse: 1, Idle: 1, Waits: 2, Dials: 2}
-	s.WaitTime = 0
+	s := settled(t, p)
+	// Both dialed: each waited in puddle's Acquire for its dial.
+	want := Stat{Size: 3, Open: 2, InUse: 1, Idle: 1, Waits: 2, Dials: 2, Order: LIFO, Acquires: 2, EmptyAcquires: 2}
+	s.WaitTime, s.AcquireTime, s.EmptyAcquireTime = 0, 0, 0
 	if s != want {
 		t.Errorf("got  %+v\nwant %+v", s, want)
 	}
 	a.Destroy()
-	c := mustAcquire(t, p) // b, from the queue: no wait
-	s = p.Stat()
-	want = Stat{Size: 3, Open: 1, InUse: 1, Idle: 0, Waits: 2, Dials: 2, Destroyed: 1}
-	s.WaitTime = 0
+	c := mustAcquire(t, p) // b, idle: no wait
+	s = settled(t, p)
+	want = Stat{Size: 3, Open: 1, InUse: 1, Idle: 0, Waits: 2, Dials: 2, Destroyed: 1, Order: LIFO, Acquires: 3, EmptyAcquires: 2}
+	s.WaitTime, s.AcquireTime, s.EmptyAcquireTime = 0, 0, 0
 	if s != want {
 		t.Errorf("got  %+v\nwant %+v", s, want)
 	}
@@ -926,8 +957,15 @@ func TestDoubleReleasePanics(t *testing.T) {
 }
 
 func TestStress(t *testing.T) {
+	for _, order := range []Order{RoundRobin, LIFO} {
+		t.Run(order.String(), func(t *testing.T) { stress(t, order) })
+	}
+}
+
+func stress(t *testing.T, order Order) {
 	d := &dialer{delay: 100 * time.Microsecond}
 	p := newPool(t, d, func(c *Config[*fakeConn]) {
+		c.Order = order
 		c.Size = 8
 		c.MinIdle = 2
 		c.MaxDials = 3
@@ -995,9 +1033,19 @@ func TestStress(t *testing.T) {
 	t.Logf("%+v", s)
 }
 
+// The acquire-release round trip of one statement, in both orders:
+// uncontended, and with 8×GOMAXPROCS goroutines on 8 connections.
 func BenchmarkAcquireRelease(b *testing.B) {
-	d := &dialer{}
-	p := newPool(b, d, func(c *Config[*fakeConn]) { c.Size = 8 })
+	for _, order := range []Order{RoundRobin, LIFO} {
+		b.Run(order.String(), func(b *testing.B) {
+			d := &dialer{}
+			roundTrips(b, newPool(b, d, func(c *Config[*fakeConn]) { c.Size = 8; c.Order = order }))
+		})
+	}
+}
+
+// roundTrips acquires and releases a connection of p b.N times.
+func roundTrips(b *testing.B, p *Pool[*fakeConn]) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -1010,30 +1058,35 @@ func BenchmarkAcquireRelease(b *testing.B) {
 }
 
 func BenchmarkAcquireReleaseParallel(b *testing.B) {
-	d := &dialer{}
-	p := newPool(b, d, func(c *Config[*fakeConn]) {
-		c.Size = 8
-		c.MinIdle = 8
-		c.AcquireTimeout = 10 * time.Second
-	})
-	eventually(b, "warm", func() bool { return p.Stat().Idle == 8 })
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.SetParallelism(8) // 8×GOMAXPROCS goroutines on 8 connections
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			l, err := p.Acquire(ctx)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			l.Release()
-		}
-	})
-	b.StopTimer()
-	s := p.Stat()
-	b.ReportMetric(float64(s.Waits)/float64(b.N), "waits/op")
+	for _, order := range []Order{RoundRobin, LIFO} {
+		b.Run(order.String(), func(b *testing.B) {
+			d := &dialer{}
+			p := newPool(b, d, func(c *Config[*fakeConn]) {
+				c.Order = order
+				c.Size = 8
+				c.MinIdle = 8
+				c.AcquireTimeout = 10 * time.Second
+			})
+			eventually(b, "warm", func() bool { return p.Stat().Idle == 8 })
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.SetParallelism(8) // 8×GOMAXPROCS goroutines on 8 connections
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					l, err := p.Acquire(ctx)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					l.Release()
+				}
+			})
+			b.StopTimer()
+			s := p.Stat()
+			b.ReportMetric(float64(s.Waits)/float64(b.N), "waits/op")
+		})
+	}
 }
 
 func TestSetTimeouts(t *testing.T) {
