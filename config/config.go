@@ -464,6 +464,14 @@ type AutoIncrement struct {
 	Sequence string `yaml:"sequence"`
 }
 
+// The values of Pool.Order.
+const (
+	// PoolOrderRoundRobin reuses idle connections each in turn.
+	PoolOrderRoundRobin = "round_robin"
+	// PoolOrderLIFO reuses the connection released last.
+	PoolOrderLIFO = "lifo"
+)
+
 // Pool sizes one backend's connection pool.
 type Pool struct {
 	// Size is the maximum number of open connections. Default 64.
@@ -472,6 +480,12 @@ type Pool struct {
 	MinIdle *int `yaml:"min_idle"`
 	// MaxDials limits connections being opened at once. Default 4.
 	MaxDials int `yaml:"max_dials"`
+	// Order is the order idle connections are reused in: "round_robin"
+	// (each in turn, the connection idle longest first: all stay warm and
+	// open) or "lifo" (the one released last first: a pool larger than
+	// its load keeps using a few, the rest close after IdleTimeout).
+	// Default round_robin. Reloadable.
+	Order string `yaml:"order"`
 	// IdleTimeout closes connections idle this long (above MinIdle).
 	// Default 5m; 0 never.
 	IdleTimeout *time.Duration `yaml:"idle_timeout"`
@@ -633,6 +647,9 @@ func (c *Config) ApplyDefaults() {
 		}
 		if p.MaxDials == 0 {
 			p.MaxDials = 4
+		}
+		if p.Order == "" {
+			p.Order = PoolOrderRoundRobin
 		}
 		if p.IdleTimeout == nil {
 			p.IdleTimeout = ptr(5 * time.Minute)
@@ -862,6 +879,9 @@ func (c *Config) Validate() error {
 		}
 		if p.MaxDials < 1 {
 			bad(k+".pool.max_dials", "must be at least 1")
+		}
+		if p.Order != PoolOrderRoundRobin && p.Order != PoolOrderLIFO {
+			bad(k+".pool.order", "is %q: must be %s or %s", p.Order, PoolOrderRoundRobin, PoolOrderLIFO)
 		}
 		if *p.IdleTimeout < 0 {
 			bad(k+".pool.idle_timeout", "must not be negative")

@@ -23,7 +23,7 @@ func TestDefaults(t *testing.T) {
 	if c.Listen != "127.0.0.1:15306" || c.HTTPListen != "127.0.0.1:15000" || c.Log.Level != "info" || c.Log.Format != "text" {
 		t.Errorf("top-level defaults: %+v", c)
 	}
-	if p.Size != 64 || *p.MinIdle != 4 || p.MaxDials != 4 || *p.IdleTimeout != 5*time.Minute ||
+	if p.Size != 64 || *p.MinIdle != 4 || p.MaxDials != 4 || p.Order != "round_robin" || *p.IdleTimeout != 5*time.Minute ||
 		*p.MaxLifetime != 30*time.Minute || p.AcquireTimeout != 2*time.Second || p.DialTimeout != 5*time.Second {
 		t.Errorf("pool defaults: %+v", p)
 	}
@@ -132,6 +132,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		"bogus_key: 1\n" + minimal:                     "bogus_key",
 		minimal + "    pool: {size: -1}\n":             "clusters[0].pool.size",
 		minimal + "    pool: {size: 2, min_idle: 3}\n": "clusters[0].pool.min_idle",
+		minimal + "    pool: {order: fifo}\n":          "clusters[0].pool.order",
 		`users: [{user: app, cluster: nope}]
 clusters: [{name: main, backend_user: g, backends: ["h:1"]}]`: "users[0].cluster",
 		`users: [{user: app}]

@@ -439,13 +439,17 @@ func (c *cluster) setBackends(addrs []string) (removed []*backend, err error) {
 func (c *cluster) backend(addr string) *backend { return (*c.backends.Load())[addr] }
 
 // applyPoolConfig gives the pools of every backend the cluster's current
-// pool settings (after a reload): sizes at once, timeouts for what starts
-// from now on.
+// pool settings (after a reload): sizes and the reuse order at once,
+// timeouts for what starts from now on.
 func (c *cluster) applyPoolConfig() error {
 	pc := c.conf.Load().Pool
 	t := pools.Timeouts{
 		IdleTimeout: offDuration(*pc.IdleTimeout), MaxLifetime: offDuration(*pc.MaxLifetime),
 		AcquireTimeout: pc.AcquireTimeout, DialTimeout: pc.DialTimeout,
+	}
+	order, err := pools.ParseOrder(pc.Order)
+	if err != nil {
+		return err
 	}
 	var errs []error
 	for _, be := range *c.backends.Load() {
@@ -454,6 +458,7 @@ func (c *cluster) applyPoolConfig() error {
 			if k == (poolKey{}) {
 				minIdle = *pc.MinIdle
 			}
+			p.SetOrder(order)
 			p.Resize(pc.Size, minIdle)
 			if err := p.SetTimeouts(t); err != nil {
 				errs = append(errs, err)
@@ -494,11 +499,16 @@ func (c *cluster) newPool(be *backend, k poolKey) (*pools.Pool[*backendConn], er
 	if minIdle == 0 {
 		minIdle = -1
 	}
+	order, err := pools.ParseOrder(pc.Order)
+	if err != nil {
+		return nil, err
+	}
 	return pools.New(pools.Config[*backendConn]{
 		Name:           name,
 		Size:           pc.Size,
 		MinIdle:        minIdle,
 		MaxDials:       pc.MaxDials,
+		Order:          order,
 		IdleTimeout:    offDuration(*pc.IdleTimeout),
 		MaxLifetime:    offDuration(*pc.MaxLifetime),
 		AcquireTimeout: pc.AcquireTimeout,

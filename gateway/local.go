@@ -148,7 +148,7 @@ func (ss *Session) showGateway(what string) error {
 		cols = []wire.Column{col("Cluster", false), col("Backend", false), col("Kind", false), col("Size", true),
 			col("Open", true), col("In_use", true), col("Idle", true), col("Dialing", true), col("Waits", true),
 			col("Wait_ms", true), col("Dials", true), col("Dial_errors", true), col("Destroyed", true), col("Acquire_timeouts", true),
-			col("Backend_user", false)}
+			col("Backend_user", false), col("Order", false), col("Acquires", true)}
 		for _, p := range ss.srv.PoolStats() {
 			kind := "backend"
 			switch {
@@ -163,7 +163,8 @@ func (ss *Session) showGateway(what string) error {
 			}
 			rows = append(rows, [][]byte{str(p.Cluster), str(p.Backend), str(kind), num(int64(p.Size)), num(int64(p.Open)),
 				num(int64(p.InUse)), num(int64(p.Idle)), num(int64(p.Dialing)), num(p.Waits), num(p.WaitTime.Milliseconds()),
-				num(p.Dials), num(p.DialErrors), num(p.Destroyed), num(p.AcquireTimeouts), str(p.BackendUser)})
+				num(p.Dials), num(p.DialErrors), num(p.Destroyed), num(p.AcquireTimeouts), str(p.BackendUser),
+				str(p.Order.String()), num(p.Acquires)})
 		}
 	case "sessions":
 		cols = []wire.Column{col("Id", true), col("User", false), col("Client", false), col("Busy", false),

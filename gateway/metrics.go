@@ -551,6 +551,12 @@ var (
 		"Connections the pool started opening.", poolLabels, nil)
 	descPoolDialErrors = prometheus.NewDesc("directgate_pool_dial_errors_total",
 		"Connection opens that failed.", poolLabels, nil)
+	descPoolAcquires = prometheus.NewDesc("directgate_pool_acquires_total",
+		"Connections the pool's puddle handed out: found idle, released to a waiting acquire, or dialed for one.", poolLabels, nil)
+	descPoolAcquireTime = prometheus.NewDesc("directgate_pool_acquire_seconds_total",
+		"Time the pool's puddle spent handing those connections out (waits and dials included).", poolLabels, nil)
+	descPoolEmptyAcquires = prometheus.NewDesc("directgate_pool_empty_acquires_total",
+		"Acquires that found no idle connection in the pool's puddle and waited for a release or a dial.", poolLabels, nil)
 	descPoolDestroyed = prometheus.NewDesc("directgate_pool_destroyed_total",
 		"Connections closed for any reason: broken, expired, idle too long, over size, pool closed.", poolLabels, nil)
 )
@@ -617,6 +623,7 @@ var allStateDescs = []*prometheus.Desc{
 	descRounds, descSnapshotAge, descHasPrimary, descSplit,
 	descState, descStateSince, descRole, descLag, descProbeRTT, descLastProbe, descInFlight, descScore,
 	descPoolMax, descPoolConns, descPoolWaits, descPoolWaitTime, descPoolQueueWait, descPoolTimeouts, descPoolDials, descPoolDialErrors, descPoolDestroyed,
+	descPoolAcquires, descPoolAcquireTime, descPoolEmptyAcquires,
 }
 
 var (
@@ -811,4 +818,7 @@ func collectPool(ch chan<- prometheus.Metric, st pools.Stat, labels ...string) {
 	counter(descPoolDials, float64(st.Dials))
 	counter(descPoolDialErrors, float64(st.DialErrors))
 	counter(descPoolDestroyed, float64(st.Destroyed))
+	counter(descPoolAcquires, float64(st.Acquires))
+	counter(descPoolAcquireTime, st.AcquireTime.Seconds())
+	counter(descPoolEmptyAcquires, float64(st.EmptyAcquires))
 }

@@ -300,6 +300,8 @@ type poolStatus struct {
 	Dials           int64   `json:"dials"`
 	DialErrors      int64   `json:"dial_errors"`
 	Destroyed       int64   `json:"destroyed"`
+	Order           string  `json:"order"`
+	Acquires        int64   `json:"acquires"`
 }
 
 type ownerStatus struct {
@@ -363,6 +365,7 @@ func newPoolStatus(name string, st pools.Stat) poolStatus {
 		Name: name, Size: st.Size, Open: st.Open, InUse: st.InUse, Idle: st.Idle, Dialing: st.Dialing,
 		Waits: st.Waits, WaitMillis: ms(st.WaitTime), AcquireTimeouts: st.AcquireTimeouts,
 		Dials: st.Dials, DialErrors: st.DialErrors, Destroyed: st.Destroyed,
+		Order: st.Order.String(), Acquires: st.Acquires,
 	}
 }
 
