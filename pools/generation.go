@@ -208,7 +208,7 @@ func (p *Pool[T]) closeEntry(e *entry[T]) {
 	if p.budget != nil {
 		defer p.budget.give()
 	}
-	defer p.signalKick()
+	defer p.refill()
 	defer func() {
 		if r := recover(); r != nil {
 			p.log.Error("close panicked", "panic", r)
@@ -222,6 +222,18 @@ func (p *Pool[T]) closeEntry(e *entry[T]) {
 	}
 	if err != nil {
 		p.log.Debug("close failed", "error", err)
+	}
+}
+
+// refill wakes the maintenance loop to dial up to MinIdle, if the pool
+// keeps any: after a close. (Not otherwise: the loop's pass takes every
+// idle seat out of puddle for a moment, in use by puddle's books.)
+func (p *Pool[T]) refill() {
+	p.mu.Lock()
+	keep := p.minIdle > 0
+	p.mu.Unlock()
+	if keep {
+		p.signalKick()
 	}
 }
 

@@ -455,12 +455,15 @@ func (p *Pool[T]) acquireSlow(ctx context.Context) (*Lease[T], error) {
 func (p *Pool[T]) Closed() bool { return p.closed.Load() }
 
 // Busy reports whether a caller of Acquire would have to wait for a
-// connection to come back: none is idle and none may be dialed (open and
-// dialing ones fill the pool's size).
+// connection to come back: none is idle and the pool's size is in use.
+// Seats being constructed do not count: they may be ones puddle's
+// TryAcquire started and the pool refuses at once (see the package
+// documentation), and a caller that finds real dials in flight waits for
+// them in Acquire.
 func (p *Pool[T]) Busy() bool {
 	g := p.gen.Load()
 	st := g.pud.Stat()
-	return st.IdleResources() == 0 && int(st.TotalResources()) >= g.size
+	return st.IdleResources() == 0 && int(st.AcquiredResources()) >= g.size
 }
 
 // Order returns the pool's reuse order.

@@ -174,7 +174,7 @@ func (e *Env) runRound(ctx context.Context, r *Round, selfCheck bool, cache dire
 	defer cancel()
 	res := &RoundResult{}
 	direct := make([]clientRun, len(r.Scripts))
-	todo := &Round{Seed: r.Seed, Index: r.Index, PoolSize: r.PoolSize, IOLoops: r.IOLoops}
+	todo := &Round{Seed: r.Seed, Index: r.Index, PoolSize: r.PoolSize, IOLoops: r.IOLoops, PoolOrder: r.PoolOrder}
 	var todoIdx []int
 	for i := range r.Scripts {
 		if run, ok := cache[scriptKey(&r.Scripts[i])]; ok {
@@ -210,7 +210,7 @@ func (e *Env) runRound(ctx context.Context, r *Round, selfCheck bool, cache dire
 	if selfCheck {
 		second = e.runPhase(ctx, r, target{name: "direct", addr: e.Addr(), user: backendUser, password: backendPassword})
 	} else {
-		gw, err := e.startGateway(r.PoolSize, r.IOLoops)
+		gw, err := e.startGateway(r.PoolSize, r.PoolOrder, r.IOLoops)
 		if err != nil {
 			return nil, fmt.Errorf("start gateway: %w", err)
 		}
@@ -229,7 +229,7 @@ func (e *Env) runRound(ctx context.Context, r *Round, selfCheck bool, cache dire
 // dump renders every step of r with what both phases saw.
 func (res *RoundResult) dump(r *Round) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "round %d (pool %d, io_loops %d):\n", r.Index, r.PoolSize, r.IOLoops)
+	fmt.Fprintf(&b, "round %d (pool %d %s, io_loops %d):\n", r.Index, r.PoolSize, r.PoolOrder, r.IOLoops)
 	for i, s := range r.Scripts {
 		fmt.Fprintf(&b, "client %d (%s):\n", s.Client, s.CapsString())
 		for j, st := range s.Steps {

@@ -72,6 +72,9 @@ func TestDifferential(t *testing.T) {
 	if ps := envInt(t, "DIFFFUZZ_POOL", 0); ps > 0 {
 		o.Gen.PoolSizes = []int{ps}
 	}
+	if po := os.Getenv("DIFFFUZZ_POOL_ORDER"); po != "" {
+		o.Gen.PoolOrders = []string{po}
+	}
 	if n := envInt(t, "DIFFFUZZ_IO_LOOPS", -1); n >= 0 {
 		o.Gen.IOLoops = []int{n}
 	}

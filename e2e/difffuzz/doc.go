@@ -7,7 +7,9 @@
 //
 //  1. directly against MariaDB, every client on its own connection;
 //  2. through a fresh in-process gateway whose pool has only one or two
-//     backend connections (pool: {size: 1 or 2, min_idle: 0}) and query
+//     backend connections (pool: {size: 1 or 2, min_idle: 0}), reused
+//     round robin in even rounds and last in, first out in odd ones
+//     (pool.order), and query
 //     consolidation on, all clients (8 by default) at once, so that they
 //     take turns on the pooled connections.
 //
@@ -33,6 +35,8 @@
 //	DIFFFUZZ_ROUND       run only this round of the seed (replay a failure)
 //	DIFFFUZZ_CLIENTS     clients per round (default 8)
 //	DIFFFUZZ_POOL        gateway pool size (default: 1 or 2, per round)
+//	DIFFFUZZ_POOL_ORDER  gateway pool.order (default: round_robin in even
+//	                     rounds, lifo in odd ones)
 //	DIFFFUZZ_IO_LOOPS    gateway io_loops (default: 0 or 1, per round: sessions
 //	                     on goroutines or on an io_uring loop)
 //	DIFFFUZZ_TIME        start no round after this long (default: no limit)

@@ -166,11 +166,15 @@ type runningGateway struct {
 
 // startGateway starts an in-process gateway on a loopback port in front
 // of the MariaDB, with a pool of poolSize connections that are opened
-// only when needed (min_idle 0), ioLoops io_uring loops (0: sessions on
+// only when needed (min_idle 0) and reused in order (pool.order; ""
+// is the default), ioLoops io_uring loops (0: sessions on
 // goroutines), and query consolidation on (its eligibility checks,
 // leaders' copies and write counting run on every read; clients share a
 // read only when their state is identical).
-func (e *Env) startGateway(poolSize, ioLoops int) (*runningGateway, error) {
+func (e *Env) startGateway(poolSize int, order string, ioLoops int) (*runningGateway, error) {
+	if order == "" {
+		order = "round_robin"
+	}
 	yaml := fmt.Sprintf(`
 listen: 127.0.0.1:0
 http_listen: "off"
@@ -183,9 +187,9 @@ clusters:
     backend_user: %s
     backend_password: %s
     backends: [%q]
-    pool: {size: %d, min_idle: 0, max_dials: 2, acquire_timeout: 60s}
+    pool: {size: %d, order: %s, min_idle: 0, max_dials: 2, acquire_timeout: 60s}
     consolidation: {enabled: true}
-`, e.opts.GatewayLogLevel, ioLoops, appUser, appPassword, backendUser, backendPassword, e.srv.Addr(), poolSize)
+`, e.opts.GatewayLogLevel, ioLoops, appUser, appPassword, backendUser, backendPassword, e.srv.Addr(), poolSize, order)
 	cfg, err := config.Parse([]byte(yaml))
 	if err != nil {
 		return nil, err

@@ -129,8 +129,8 @@ func Run(ctx context.Context, e *Env, o Options) *Report {
 			}
 			f.Count++
 		}
-		o.Logf("round %d: pool %d, io_loops %d, %d clients, %d statements; direct %v, gateway %v; %d diverging clients %v",
-			i, r.PoolSize, r.IOLoops, len(r.Scripts), r.Statements(), res.Direct.Round(time.Millisecond), res.Gateway.Round(time.Millisecond), len(res.Divergences), tags)
+		o.Logf("round %d: pool %d %s, io_loops %d, %d clients, %d statements; direct %v, gateway %v; %d diverging clients %v",
+			i, r.PoolSize, r.PoolOrder, r.IOLoops, len(r.Scripts), r.Statements(), res.Direct.Round(time.Millisecond), res.Gateway.Round(time.Millisecond), len(res.Divergences), tags)
 	}
 	rep.Took = time.Since(start)
 

@@ -21,6 +21,10 @@ type GenOptions struct {
 	// IOLoops are the gateway io_loops settings rounds pick from. Nil
 	// means {0, 1}: sessions on goroutines and on an io_uring loop.
 	IOLoops []int
+	// PoolOrders are the gateway pool.order settings rounds take in
+	// turn (by round index, so a seed's draws stay as they were). Nil
+	// means {round_robin, lifo}.
+	PoolOrders []string
 	// Kill enables the KILL QUERY rule (see StepKill). False leaves it
 	// out.
 	Kill bool
@@ -42,6 +46,9 @@ func (o GenOptions) withDefaults() GenOptions {
 	if len(o.IOLoops) == 0 {
 		o.IOLoops = []int{0, 1}
 	}
+	if len(o.PoolOrders) == 0 {
+		o.PoolOrders = []string{"round_robin", "lifo"}
+	}
 	return o
 }
 
@@ -57,6 +64,7 @@ func Generate(seed uint64, index int, o GenOptions) *Round {
 	}
 	// Drawn last, so a seed's scripts are the same whatever it draws.
 	round.IOLoops = o.IOLoops[r.IntN(len(o.IOLoops))]
+	round.PoolOrder = o.PoolOrders[index%len(o.PoolOrders)]
 	return round
 }
 

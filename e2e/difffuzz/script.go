@@ -178,7 +178,9 @@ type Round struct {
 	// IOLoops is the gateway's io_loops: 0 runs each session on a
 	// goroutine, more on io_uring loop tasks.
 	IOLoops int
-	Scripts []Script
+	// PoolOrder is the gateway's pool.order.
+	PoolOrder string
+	Scripts   []Script
 }
 
 // Statements counts the steps of all scripts.
@@ -194,7 +196,7 @@ func (r *Round) Statements() int {
 // index and step exist) flags the diverging step.
 func (r *Round) Format(markClient, markStep int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "round %d of seed %d: gateway pool size %d, io_loops %d, %d clients at once\n", r.Index, r.Seed, r.PoolSize, r.IOLoops, len(r.Scripts))
+	fmt.Fprintf(&b, "round %d of seed %d: gateway pool size %d (%s), io_loops %d, %d clients at once\n", r.Index, r.Seed, r.PoolSize, r.PoolOrder, r.IOLoops, len(r.Scripts))
 	for _, s := range r.Scripts {
 		fmt.Fprintf(&b, "  client %d (db %s; %s):\n", s.Client, s.DB(), s.CapsString())
 		for i, st := range s.Steps {
