@@ -12,7 +12,8 @@ import (
 // statement of one client: under round_robin the pool's connections in
 // turn, under lifo always the same one. The pool's books (puddle's) match
 // MariaDB's process list at rest: after churn, after a reload that
-// shrinks the pool, and after one that switches the order.
+// shrinks the pool and switches the order, and after one that caps the
+// backend's connections (the budget).
 func TestPoolOrder(t *testing.T) {
 	const user, pass = "dg_order", "order-secret"
 	root, err := shared.db.RootDB()
@@ -134,6 +135,32 @@ func TestPoolOrder(t *testing.T) {
 			want := map[string]int{config.PoolOrderRoundRobin: 2, config.PoolOrderLIFO: 1}[other]
 			if !inTurn(ids, want) {
 				t.Errorf("after the reload to %s: threads %v; want %d in turn", other, ids, want)
+			}
+
+			// A budget move: max_backend_connections 3 leaves the pools 2
+			// beside discovery's probe, under load of 8 clients.
+			cfg, err = config.Parse([]byte(yaml("{size: 4, min_idle: 1, order: " + other + "}") +
+				"    max_backend_connections: 3\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.Reload(cfg); err != nil {
+				t.Fatal(err)
+			}
+			for range 8 {
+				wg.Go(func() {
+					for range 10 {
+						if _, err := many.Exec("SELECT SLEEP(0.001)"); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			booksMatch("after a budget of 2", -1)
+			if n := openConns(); n > 2 {
+				t.Errorf("%d connections open under a budget of 2", n)
 			}
 		})
 	}
