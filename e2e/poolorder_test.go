@@ -139,7 +139,7 @@ func TestPoolOrder(t *testing.T) {
 
 			// A budget move: max_backend_connections 3 leaves the pools 2
 			// beside discovery's probe, under load of 8 clients.
-			cfg, err = config.Parse([]byte(yaml("{size: 4, min_idle: 1, order: " + other + "}") +
+			cfg, err = config.Parse([]byte(yaml("{size: 4, min_idle: 1, order: "+other+"}") +
 				"    max_backend_connections: 3\n"))
 			if err != nil {
 				t.Fatal(err)
