@@ -275,4 +275,11 @@ func TestConnectAttrsOwnConnection(t *testing.T) {
 	if err := plain.QueryRowContext(ctx, "SELECT COUNT(DISTINCT PROCESSLIST_ID) FROM performance_schema.session_connect_attrs").Scan(&n); err != nil || n != 1 {
 		t.Errorf("i37a sees the attributes of %d sessions (%v), want 1: its own", n, err)
 	}
+	// Threads_connected counts the gateway's clients (two), not the
+	// backend's connections: mysql-test's wait_until_count_sessions.inc
+	// waits on it.
+	var name string
+	if err := plain.QueryRowContext(ctx, "SHOW STATUS LIKE 'Threads_connected'").Scan(&name, &n); err != nil || n != 2 {
+		t.Errorf("Threads_connected through the gateway: %d (%v), want 2", n, err)
+	}
 }
