@@ -13,6 +13,12 @@
 #          executions and time per target; a crasher lands in <pkg>/testdata/fuzz/<Target>/;
 #          then the differential multiplexing fuzzer (e2e/difffuzz) for DIFFFUZZ_SCRIPTS
 #          client scripts (default 1000; 0 skips; make test runs its short pass in go test)
+#   compat build, then MariaDB's own regression tests (mysql-test/main, the list in
+#          e2e/compat/tests.txt) with mariadb-test-run.pl --extern, directly and through
+#          the gateway, in text, --ps-protocol and --cursor-protocol modes, one test at a
+#          time with the server's state restored in between; prints the pass counts side
+#          by side and fails below 95 % of the direct passes (e2e/compat/run.sh; installs
+#          mariadb-test with apt when missing, as root). COMPAT_ARGS passes options
 #   clean  remove bin/ (stops nothing; .local/ keeps the local stack's data)
 
 GO ?= go
@@ -22,7 +28,7 @@ TEST_FUZZTIME ?= 3000x
 DIFFFUZZ_SCRIPTS ?= 1000
 FUZZ_PKGS ?= ./wire ./querypath
 
-.PHONY: build run run-fleet test lint clean bench bench-memory fuzz
+.PHONY: build run run-fleet test lint clean bench bench-memory fuzz compat
 
 build:
 	$(GO) build -o bin/gateway ./cmd/gateway
@@ -95,6 +101,10 @@ fuzz:
 		printf '%-4s %-12s %-30s %10s scripts %4ss (log: difffuzz.log)\n' $$status ./e2e/difffuzz TestDifferential $(DIFFFUZZ_SCRIPTS) $$(( $$(date +%s) - start )); \
 	fi; \
 	if [ -n "$$failed" ]; then echo "fuzz: failures in:$$failed (inputs saved under testdata/fuzz/; divergences in difffuzz.log)"; exit 1; fi
+
+compat: build
+	e2e/local/deps.sh --with-mariadb-test
+	e2e/compat/run.sh $(COMPAT_ARGS)
 
 clean:
 	rm -rf bin

@@ -76,6 +76,7 @@ func (ss *Session) handshake() error {
 		return errUserLimit
 	}
 	ss.user = user
+	ss.attrs = resp.AttrList // before owner: others read it once they see an owner
 	ss.owner.Store(&user.User)
 	ss.cluster = ss.srv.clusters[user.Cluster]
 	ss.collation = resp.Collation

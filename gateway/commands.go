@@ -60,6 +60,7 @@ func (ss *Session) comChangeUser(p []byte) error {
 	ss.setPins(0)
 	ss.closeCursors()
 	ss.user = user
+	ss.privs, ss.privsRead = accountPrivs{}, false
 	ss.owner.Store(&user.User)
 	ss.cluster = ss.srv.clusters[user.Cluster]
 	ss.replica = nil
@@ -119,9 +120,9 @@ func (ss *Session) comProcessKill(p []byte) error {
 
 // kill ends another session (KILL [CONNECTION] id) or its running
 // statement (KILL QUERY id). Ids are the gateway's connection ids, as
-// clients got them in the handshake. A user may kill only its own
-// sessions: the gateway has no account that MariaDB's CONNECTION ADMIN
-// would map to.
+// clients got them in the handshake. A user may kill its own sessions;
+// any session when it is an admin, or when its own backend account has
+// SUPER or CONNECTION ADMIN, as MariaDB decides (privileges.go).
 func (ss *Session) kill(id uint64, query bool) error {
 	var target *Session
 	if id <= math.MaxUint32 {
@@ -130,7 +131,7 @@ func (ss *Session) kill(id uint64, query bool) error {
 	if target == nil {
 		return ss.writeErr(wire.NewError(1094, "HY000", "Unknown thread id: %d", id))
 	}
-	if owner := target.owner.Load(); !ss.user.Admin && (owner == nil || *owner != ss.user.User) {
+	if owner := target.owner.Load(); (owner == nil || *owner != ss.user.User) && !ss.killsAny() {
 		return ss.writeErr(wire.NewError(erNotOwner, "HY000", "You are not owner of thread %d", id))
 	}
 	if target == ss {

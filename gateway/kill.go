@@ -23,21 +23,27 @@ import (
 //     statements it should stop. It goes on a connection set aside for
 //     kills instead, one per backend and account, dialed on first use.
 
-// killTimeout bounds sending one KILL QUERY, dial included.
+// killTimeout bounds sending one KILL QUERY, dial included, and any other
+// exchange on a side connection (sideConn).
 const killTimeout = 2 * time.Second
 
-// killer is the connection a backend keeps for KILL QUERY, for one
-// account.
+// killer is the connection a backend keeps for one account beside its
+// pools: for KILL QUERY, and for the gateway's own reads that must not
+// wait behind the pool (the backend threads' states in the process list,
+// the account's grants).
 type killer struct {
 	mu   sync.Mutex
 	conn *backendConn
 }
 
-// killQuery stops the statement running on bc with KILL QUERY on the
-// backend's kill connection for bc's account. A statement that has just
-// finished (1094) is not an error.
-func (be *backend) killQuery(bc *backendConn) error {
-	k := bc.key
+// sideConn runs fn on the backend's side connection for account k (the
+// pool key without CLIENT_FOUND_ROWS), dialed on first use. fn runs under
+// the connection's lock with killTimeout as its deadline; when the
+// connection broke (an idle timeout, a restart) before it answered, fn
+// runs once more on a new one. fn must return the exchange's error as it
+// got it: a *wire.SQLError is the server's answer, not a broken
+// connection.
+func (be *backend) sideConn(k poolKey, fn func(*backendConn) error) error {
 	k.foundRows = false
 	be.mu.Lock()
 	if be.closed {
@@ -56,7 +62,6 @@ func (be *backend) killQuery(bc *backendConn) error {
 
 	kl.mu.Lock()
 	defer kl.mu.Unlock()
-	kill := "KILL QUERY " + strconv.FormatUint(uint64(bc.Greeting.ConnectionID), 10)
 	var err error
 	for try := 0; try < 2; try++ {
 		if kl.conn == nil {
@@ -73,22 +78,30 @@ func (be *backend) killQuery(bc *backendConn) error {
 			}
 		}
 		_ = kl.conn.NetConn().SetDeadline(time.Now().Add(killTimeout))
-		_, err = kl.conn.Exec(kill)
+		err = fn(kl.conn)
 		_ = kl.conn.NetConn().SetDeadline(time.Time{})
 		var sqlErr *wire.SQLError
-		if errors.As(err, &sqlErr) {
-			if sqlErr.Code == 1094 { // the statement just finished
-				return nil
-			}
+		if err == nil || errors.As(err, &sqlErr) {
 			return err
 		}
-		if err == nil {
-			return nil
-		}
-		// The kill connection broke (an idle timeout, a restart): once
-		// more on a new one.
 		_ = kl.conn.Close()
 		kl.conn = nil
+	}
+	return err
+}
+
+// killQuery stops the statement running on bc with KILL QUERY on the
+// backend's side connection for bc's account. A statement that has just
+// finished (1094) is not an error.
+func (be *backend) killQuery(bc *backendConn) error {
+	kill := "KILL QUERY " + strconv.FormatUint(uint64(bc.Greeting.ConnectionID), 10)
+	err := be.sideConn(bc.key, func(conn *backendConn) error {
+		_, err := conn.Exec(kill)
+		return err
+	})
+	var sqlErr *wire.SQLError
+	if errors.As(err, &sqlErr) && sqlErr.Code == 1094 { // the statement just finished
+		return nil
 	}
 	return err
 }

@@ -81,6 +81,30 @@ type SessionInfo struct {
 	InTxn   bool
 	Pinned  string // pin reasons, "" when not pinned
 	Backend string // the backend connection it holds, "" when none
+	// Attrs are the connection attributes the client sent, as
+	// "name=value" in its order, joined by ", " and cut to
+	// maxAttrsShown characters; "" when none.
+	Attrs string
+}
+
+// maxAttrsShown bounds SessionInfo.Attrs.
+const maxAttrsShown = 300
+
+// attrsLine is SessionInfo.Attrs of attrs.
+func attrsLine(attrs []wire.Attr) string {
+	var b strings.Builder
+	for i, a := range attrs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(a.Name)
+		b.WriteByte('=')
+		b.WriteString(a.Value)
+		if b.Len() > maxAttrsShown {
+			break
+		}
+	}
+	return truncateChars(b.String(), maxAttrsShown)
 }
 
 // Sessions returns the current sessions by id. The pin and backend fields
@@ -91,6 +115,7 @@ func (s *Server) Sessions() []SessionInfo {
 		info := SessionInfo{ID: ss.id, Client: ss.nc.RemoteAddr().String(), Busy: ss.wait.Busy(), InTxn: ss.inTxn.Load()}
 		if u := ss.owner.Load(); u != nil {
 			info.User = *u
+			info.Attrs = attrsLine(ss.attrs)
 		}
 		if p := ss.pinView.Load(); p != nil {
 			info.Pinned, info.Backend = p.reasons, p.backend

@@ -45,17 +45,36 @@ type processRow struct {
 	user, host, db, command, state string
 	elapsed                        time.Duration // since the command started
 	info                           []byte        // nil: NULL
+	progress                       string        // "" is 0.000
+}
+
+// backendThread names the backend thread running a listed session's
+// statement: row out[row] is running on thread id of backend be, account
+// key.
+type backendThread struct {
+	be  *backend
+	key poolKey
+	id  uint32
+	row int
 }
 
 // processList returns the lines of the sessions the user may see: its own,
-// or every one for an admin. Info is cut to 100 characters unless full, as
-// MariaDB does.
-func (ss *Session) processList(full bool) []processRow {
+// or every one for a user who sees all (seesAll). Info is cut to 100
+// characters unless full, as MariaDB does. self is the State of the
+// session's own line ("starting" for SHOW PROCESSLIST, "Filling schema
+// table" for a read of information_schema.PROCESSLIST, as MariaDB shows
+// them). A session whose statement runs on a backend connection shows that
+// backend thread's State, Time, Progress and Info, read now from the
+// backend (readBackendThreads); one waiting at the gateway shows what it
+// waits for.
+func (ss *Session) processList(full bool, self string) []processRow {
+	all := ss.seesAll()
 	now := time.Now()
 	var out []processRow
+	var threads []backendThread
 	ss.srv.forEachSession(func(o *Session) {
 		owner := o.owner.Load()
-		if owner == nil || !ss.user.Admin && *owner != ss.user.User {
+		if owner == nil || !all && *owner != ss.user.User {
 			return
 		}
 		r := processRow{id: o.id, user: *owner, host: o.nc.RemoteAddr().String()}
@@ -79,15 +98,97 @@ func (ss *Session) processList(full bool) []processRow {
 			r.state = "executing"
 			if w := gatewayWait(o.proc.wait.Load()); w != waitNone {
 				r.state = w.state()
+			} else if bc := o.inFlight.Load(); bc != nil && bc.be != nil && o != ss {
+				k := bc.key
+				k.foundRows = false
+				threads = append(threads, backendThread{be: bc.be, key: k, id: bc.Greeting.ConnectionID, row: len(out)})
 			}
 		}
 		if o == ss {
-			r.state = "starting"
+			r.state = self
 		}
 		out = append(out, r)
 	})
+	if len(threads) > 0 {
+		ss.readBackendThreads(out, threads, full)
+	}
 	slices.SortFunc(out, func(a, b processRow) int { return int(a.id) - int(b.id) })
 	return out
+}
+
+// maxThreadReads bounds the backend reads one process list makes (one per
+// backend and account with statements running).
+const maxThreadReads = 16
+
+// readBackendThreads fills in the State, Time, Progress and Info of the
+// rows whose statements run on backend threads, as the backends' own
+// information_schema.PROCESSLIST shows them. Each backend and account is
+// asked once, on its side connection (an account sees its own threads
+// without PROCESS). A thread the backend no longer lists (the statement
+// just ended), or a backend that does not answer, leaves the gateway's
+// view of the row.
+func (ss *Session) readBackendThreads(out []processRow, threads []backendThread, full bool) {
+	slices.SortFunc(threads, func(a, b backendThread) int {
+		if c := strings.Compare(a.be.addr, b.be.addr); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.key.user, b.key.user); c != 0 {
+			return c
+		}
+		return int(a.id) - int(b.id)
+	})
+	ss.blocking(offloadOwnQuery, func() {
+		reads := 0
+		for i := 0; i < len(threads) && reads < maxThreadReads; reads++ {
+			j := i + 1
+			for j < len(threads) && threads[j].be == threads[i].be && threads[j].key == threads[i].key {
+				j++
+			}
+			group := threads[i:j]
+			i = j
+			q := make([]byte, 0, 128)
+			q = append(q, "SELECT ID, STATE, TIME_MS, PROGRESS, INFO FROM information_schema.PROCESSLIST WHERE ID IN ("...)
+			for n, t := range group {
+				if n > 0 {
+					q = append(q, ',')
+				}
+				q = strconv.AppendUint(q, uint64(t.id), 10)
+			}
+			q = append(q, ')')
+			err := group[0].be.sideConn(group[0].key, func(conn *backendConn) error {
+				return conn.QueryRows(string(q), func(row [][]byte) {
+					if len(row) != 5 || row[0] == nil {
+						return
+					}
+					id, err := strconv.ParseUint(string(row[0]), 10, 32)
+					if err != nil {
+						return
+					}
+					for _, t := range group {
+						if uint64(t.id) != id {
+							continue
+						}
+						r := &out[t.row]
+						r.state = string(row[1])
+						if ms, err := strconv.ParseFloat(string(row[2]), 64); err == nil {
+							r.elapsed = time.Duration(ms * float64(time.Millisecond))
+						}
+						r.progress = string(row[3])
+						if row[4] != nil {
+							info := string(row[4])
+							if !full {
+								info = truncateChars(info, 100)
+							}
+							r.info = []byte(info)
+						}
+					}
+				})
+			})
+			if err != nil {
+				ss.log.Debug("cannot read the backend threads' states", "backend", group[0].be.addr, "error", err)
+			}
+		}
+	})
 }
 
 // truncateChars cuts s to at most n characters (not bytes).
@@ -128,17 +229,19 @@ func (ss *Session) showProcessList(full bool) error {
 	if err := w.Columns(cols); err != nil {
 		return err
 	}
-	var db, state []byte
-	for _, r := range ss.processList(full) {
-		db, state = nil, nil
+	var db []byte
+	for _, r := range ss.processList(full, "starting") {
+		db = nil
 		if r.db != "" {
 			db = []byte(r.db)
 		}
-		if r.state != "" {
-			state = []byte(r.state)
+		progress := r.progress
+		if progress == "" {
+			progress = "0.000"
 		}
+		// State is never NULL: a sleeping thread's is empty, as MariaDB's.
 		row := [][]byte{strconv.AppendUint(nil, uint64(r.id), 10), []byte(r.user), []byte(r.host), db,
-			[]byte(r.command), strconv.AppendInt(nil, int64(r.elapsed/time.Second), 10), state, r.info, []byte("0.000")}
+			[]byte(r.command), strconv.AppendInt(nil, int64(r.elapsed/time.Second), 10), []byte(r.state), r.info, []byte(progress)}
 		if err := w.Row(row); err != nil {
 			return err
 		}
@@ -154,7 +257,7 @@ func (ss *Session) showProcessList(full bool) error {
 // (querypath.RewriteGatewayIDs), or p itself where the text must go as
 // written.
 func (ss *Session) withGatewayIDs(p []byte, sql string) []byte {
-	out, ok := querypath.RewriteGatewayIDs(sql, ss.status&wire.StatusNoBackslashEscapes != 0, ss.id, ss.processListTable)
+	out, ok := querypath.RewriteGatewayIDs(sql, ss.status&wire.StatusNoBackslashEscapes != 0, ss.id, ss.gatewayTable)
 	if !ok {
 		return p
 	}
@@ -177,7 +280,10 @@ func (ss *Session) processListTable() string {
 		b.WriteString(hex.EncodeToString([]byte(s)))
 		b.WriteString("' USING utf8mb3)")
 	}
-	for i, r := range ss.processList(true) {
+	rows := ss.processList(true, "Filling schema table")
+	// MariaDB lists its threads newest first.
+	slices.Reverse(rows)
+	for i, r := range rows {
 		if i > 0 {
 			b.WriteString(" UNION ALL ")
 		}
@@ -199,8 +305,13 @@ func (ss *Session) processListTable() string {
 		str(string(r.info), r.info == nil)
 		b.WriteString(" AS INFO, ")
 		b.WriteString(strconv.FormatFloat(float64(r.elapsed.Microseconds())/1000, 'f', 3, 64))
-		b.WriteString(" AS TIME_MS, 0 AS STAGE, 0 AS MAX_STAGE, 0.000 AS PROGRESS, 0 AS MEMORY_USED, " +
-			"0 AS MAX_MEMORY_USED, 0 AS EXAMINED_ROWS, 0 AS QUERY_ID, ")
+		b.WriteString(" AS TIME_MS, 0 AS STAGE, 0 AS MAX_STAGE, ")
+		if p, err := strconv.ParseFloat(r.progress, 64); err == nil {
+			b.WriteString(strconv.FormatFloat(p, 'f', 3, 64))
+		} else {
+			b.WriteString("0.000")
+		}
+		b.WriteString(" AS PROGRESS, 0 AS MEMORY_USED, 0 AS MAX_MEMORY_USED, 0 AS EXAMINED_ROWS, 0 AS QUERY_ID, ")
 		if r.info == nil {
 			b.WriteString("NULL")
 		} else {

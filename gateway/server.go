@@ -76,6 +76,9 @@ type Server struct {
 	shares poolShares
 	// grants remembers the privilege checks of owner statements.
 	grants grantCache
+	// privs remembers the global grants of users' own backend accounts
+	// (privileges.go).
+	privs privCache
 	// fleet reports the gateway's place in a fleet (topology.etcd); nil
 	// without one.
 	fleet     atomic.Pointer[func() fleet.Status]

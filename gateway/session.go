@@ -149,6 +149,11 @@ type sessionView struct {
 	counted string
 	// owner is the logged-in user's name, read by KILL from other sessions.
 	owner atomic.Pointer[string]
+	// attrs are the connection attributes the client sent at login, in
+	// its order: written before owner is first stored, read by others
+	// (performance_schema's connect-attrs tables, the status page) only
+	// after they load a non-nil owner.
+	attrs []wire.Attr
 	// inFlight is the backend connection of the statement being relayed,
 	// so a forced shutdown can cut a statement that waits on the backend.
 	inFlight atomic.Pointer[backendConn]
@@ -164,6 +169,10 @@ type sessionView struct {
 	stmtWaits stmtWaits
 	// proc is what SHOW PROCESSLIST shows of the session.
 	proc procInfo
+	// privs are the global grants of the user's own backend account, once
+	// privsRead (privileges.go); the session's goroutine only.
+	privs     accountPrivs
+	privsRead bool
 }
 
 // procInfo is the session's line in SHOW PROCESSLIST: its command, since
@@ -338,7 +347,11 @@ func (ss *Session) Serve() {
 	s.pinStats.sessions.Add(1)
 	err = ss.loop()
 	ss.end()
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
+	switch {
+	case errors.Is(err, wire.ErrPacketTooLarge):
+		// The client got MariaDB's words; what to do is said here.
+		ss.log.Warn("client connection ended", "user", ss.user.User, "error", err)
+	case err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded):
 		ss.log.Debug("client connection ended", "error", err)
 	}
 }
@@ -567,6 +580,9 @@ func (ss *Session) comQuery(p []byte) error {
 		// Hot-row protection learns keys once per table: a change of
 		// schema makes it ask again (after the statement ran).
 		defer ss.cluster.forgetKeys()
+	}
+	if route.ImplicitCommit && changesGrants(sql) {
+		defer ss.grantsChanged()
 	}
 	if c := ss.cluster; c != nil {
 		if conf := c.conf.Load(); conf.Consolidation.Enabled {

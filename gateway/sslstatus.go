@@ -3,6 +3,7 @@ package gateway
 import (
 	"crypto/tls"
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/directgate/directgate/internal/mysqlserver"
@@ -64,9 +65,13 @@ func (ss *Session) showSessionStatus(p []byte, route querypath.Route) error {
 }
 
 // writeStatusRows writes a SHOW STATUS answer with the client
-// connection's own values in place of the backend's.
+// connection's own values in place of the backend's, and the gateway's
+// count of client connections as Threads_connected (the backend's counts
+// the pooled connections: tests and tools that wait for sessions to go,
+// as mysql-test's wait_until_count_sessions.inc, compare it).
 func (ss *Session) writeStatusRows(raw *wire.RawResult) error {
 	own := clientSSLStatus(ss.client.TLS(), ss.srv.tls.Load())
+	own["threads_connected"] = strconv.Itoa(ss.srv.front.Len())
 	w := wire.ResultWriter{Conn: ss.client, Caps: ss.caps, Status: raw.Status}
 	if err := w.RawColumns(raw.Defs); err != nil {
 		return err

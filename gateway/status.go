@@ -347,6 +347,7 @@ type sessionRow struct {
 	InTxn   bool   `json:"in_transaction"`
 	Pinned  string `json:"pinned,omitempty"`
 	Backend string `json:"backend,omitempty"`
+	Attrs   string `json:"attrs,omitempty"`
 }
 
 // maxStatusSessions bounds the sessions listed on the status page.
@@ -492,7 +493,7 @@ func (s *Server) statusView() statusView {
 	slices.SortStableFunc(sessions, func(a, b SessionInfo) int { return cmp.Compare(weight(a), weight(b)) })
 	v.Sessions.List = []sessionRow{}
 	for _, si := range sessions[:min(len(sessions), maxStatusSessions)] {
-		v.Sessions.List = append(v.Sessions.List, sessionRow{ID: si.ID, User: si.User, Client: si.Client, Busy: si.Busy, InTxn: si.InTxn, Pinned: si.Pinned, Backend: si.Backend})
+		v.Sessions.List = append(v.Sessions.List, sessionRow{ID: si.ID, User: si.User, Client: si.Client, Busy: si.Busy, InTxn: si.InTxn, Pinned: si.Pinned, Backend: si.Backend, Attrs: si.Attrs})
 	}
 	v.Sessions.Hidden = len(sessions) - len(v.Sessions.List)
 	return v

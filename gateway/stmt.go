@@ -223,7 +223,7 @@ func (ss *Session) comStmtPrepare(p []byte) error {
 		// PROCESSLIST read would be frozen at prepare: left to the server.
 		table := false
 		out, ok := querypath.RewriteGatewayIDs(sql, ss.status&wire.StatusNoBackslashEscapes != 0, ss.id,
-			func() string { table = true; return "SELECT 0" })
+			func(querypath.GatewayTable) string { table = true; return "SELECT 0" })
 		if ok && !table {
 			sql = out
 			p = append([]byte{wire.ComStmtPrepare}, out...)

@@ -739,6 +739,12 @@ func (c *Classifier) unparsed(st *stmt, depth int) Route {
 	r := st.base()
 	w := st.word(0)
 	switch {
+	case kwEq(w, "BACKUP"):
+		// BACKUP STAGE and BACKUP LOCK hold locks of the session's
+		// connection until BACKUP STAGE END / BACKUP UNLOCK (found by
+		// mysql-test's main.backup_log through the gateway: the stage
+		// stayed on a pooled connection).
+		r.Pin |= PinUnreplayable
 	case kwEq(w, "LOCK"):
 		if st.kw(1, "TABLE") || st.kw(1, "TABLES") {
 			r.Pin |= PinLockTables

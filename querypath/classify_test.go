@@ -359,6 +359,8 @@ var classifyCases = []struct {
 	{"LOCK TABLES t WRITE, u AS x READ LOCAL", Route{Pin: PinLockTables, ImplicitCommit: true}},
 	{"LOCK TABLE t WRITE", Route{Pin: PinLockTables, ImplicitCommit: true}},
 	{"UNLOCK TABLES", Route{Unpin: PinLockTables, ImplicitCommit: true}},
+	{"BACKUP STAGE START", Route{Pin: PinUnreplayable}},
+	{"backup lock t1", Route{Pin: PinUnreplayable}},
 	{"UNLOCK TABLE", Route{Unpin: PinLockTables, ImplicitCommit: true}},
 	{"FLUSH TABLES WITH READ LOCK", Route{Pin: PinLockTables, ImplicitCommit: true}},
 	{"FLUSH TABLES t WITH READ LOCK", Route{Pin: PinLockTables, ImplicitCommit: true}},

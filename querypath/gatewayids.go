@@ -20,26 +20,53 @@ var ProcessListColumns = [...]string{
 	"INFO_BINARY", "TID",
 }
 
+// GatewayTable is a server table that RewriteGatewayIDs replaces with a
+// derived table of the gateway's sessions.
+type GatewayTable uint8
+
+const (
+	// TableProcessList is information_schema.PROCESSLIST: a SELECT naming
+	// ProcessListColumns.
+	TableProcessList GatewayTable = iota
+	// TableConnectAttrs is performance_schema.session_connect_attrs: a
+	// SELECT naming ConnectAttrsColumns.
+	TableConnectAttrs
+	// TableAccountConnectAttrs is
+	// performance_schema.session_account_connect_attrs: the same columns,
+	// of the sessions of the current account only.
+	TableAccountConnectAttrs
+	numGatewayTables
+)
+
+// ConnectAttrsColumns are the columns of performance_schema's
+// session_connect_attrs and session_account_connect_attrs, in order.
+var ConnectAttrsColumns = [...]string{"PROCESSLIST_ID", "ATTR_NAME", "ATTR_VALUE", "ORDINAL_POSITION"}
+
+// tableNames are the GatewayTables' names, after the schema's.
+var tableNames = [numGatewayTables]string{"PROCESSLIST", "SESSION_CONNECT_ATTRS", "SESSION_ACCOUNT_CONNECT_ATTRS"}
+
 // RewriteGatewayIDs returns sql with every CONNECTION_ID() replaced by id
-// and every information_schema.PROCESSLIST table reference replaced by
-// the parenthesized derived table processList returns (a SELECT naming
-// ProcessListColumns; called at most once, only when needed). ok is false,
-// and the text must go as written, when:
+// and every reference to information_schema.PROCESSLIST and to
+// performance_schema.session_connect_attrs and
+// session_account_connect_attrs as a table replaced by the parenthesized
+// derived table that tables returns for it (called at most once per
+// table, only when needed). ok is false, and the text must go as written,
+// when:
 //   - a statement is not SELECT, WITH, INSERT, REPLACE, UPDATE, DELETE, DO
 //     or SET (a stored program or view body keeps CONNECTION_ID() for when
 //     it runs; SHOW COLUMNS FROM information_schema.PROCESSLIST describes
 //     the real table);
 //   - the text also reads another source of backend thread ids
-//     (IS_USED_LOCK(), IS_FREE_LOCK(), THREAD_ID columns of
-//     performance_schema, METADATA_LOCK_INFO, the INNODB_ tables): mixing
-//     the two kinds of ids would give wrong answers;
+//     (IS_USED_LOCK(), IS_FREE_LOCK(), THREAD_ID columns, the other tables
+//     of performance_schema, METADATA_LOCK_INFO, the INNODB_ tables):
+//     mixing the two kinds of ids would give wrong answers;
 //   - CONNECTION_ID() is part of a larger select-list expression (its column
 //     name would change), or PROCESSLIST is used other than as a table;
 //   - the text has executable comments or cannot be lexed to its end.
 //
 // A select-list item that is exactly CONNECTION_ID() without an alias gets
 // its text as an alias, so the column keeps its name.
-func RewriteGatewayIDs(sql string, noBackslash bool, id uint32, processList func() string) (out string, ok bool) {
+func RewriteGatewayIDs(sql string, noBackslash bool, id uint32, tables func(GatewayTable) string) (out string, ok bool) {
 	if hasExecComment(sql) {
 		return "", false
 	}
@@ -57,19 +84,20 @@ func RewriteGatewayIDs(sql string, noBackslash bool, id uint32, processList func
 	}
 	var b strings.Builder
 	last := 0
-	var table string
+	var made [numGatewayTables]string
 	for _, e := range r.edits {
 		b.WriteString(sql[last:e.start])
 		switch {
 		case e.table:
-			if table == "" {
-				table = processList()
+			if made[e.which] == "" {
+				made[e.which] = tables(e.which)
 			}
 			b.WriteByte('(')
-			b.WriteString(table)
+			b.WriteString(made[e.which])
 			b.WriteByte(')')
 			if !e.aliased {
-				b.WriteString(" AS PROCESSLIST")
+				b.WriteString(" AS ")
+				b.WriteString(tableNames[e.which])
 			}
 		default:
 			b.WriteString(uitoa(id))
@@ -105,6 +133,7 @@ func uitoa(n uint32) string {
 type idEdit struct {
 	start, end int
 	table      bool
+	which      GatewayTable // the table, when table
 	aliased    bool
 }
 
@@ -113,6 +142,9 @@ type idRewriter struct {
 	s     string
 	toks  []token
 	edits []idEdit
+	// attrs is set once a connect-attrs table was replaced; psID once
+	// PROCESSLIST_ID was seen (a column of those tables, and of others).
+	attrs, psID bool
 	// inList[d] is set while the tokens at parenthesis depth d are in a
 	// SELECT's select list.
 	inList []bool
@@ -170,7 +202,7 @@ var selectModifiers = []string{"ALL", "DISTINCT", "DISTINCTROW", "HIGH_PRIORITY"
 
 // otherThreadIDs are names that bring backend thread ids into a statement.
 var otherThreadIDs = []string{"IS_USED_LOCK", "IS_FREE_LOCK", "THREAD_ID", "PS_THREAD_ID",
-	"PS_CURRENT_THREAD_ID", "METADATA_LOCK_INFO", "PERFORMANCE_SCHEMA", "PROCESSLIST_ID"}
+	"PS_CURRENT_THREAD_ID", "METADATA_LOCK_INFO"}
 
 // isAny reports whether token i is one of the unquoted keywords kws.
 func (r *idRewriter) isAny(i int, kws []string) bool {
@@ -234,6 +266,18 @@ func (r *idRewriter) check() bool {
 		if len(w) > 7 && kwEq(w[:7], "INNODB_") || r.namedAny(i, otherThreadIDs) {
 			return false
 		}
+		if r.named(i, "PROCESSLIST_ID") {
+			r.psID = true
+			continue
+		}
+		if r.named(i, "PERFORMANCE_SCHEMA") {
+			// Only its connect-attrs tables have the gateway's view.
+			if !r.punct(i+1, '.') || !r.connectAttrs(i+2) {
+				return false
+			}
+			i += 2
+			continue
+		}
 		switch {
 		case r.is(i, "SELECT"):
 			r.inList[depth] = true
@@ -245,12 +289,28 @@ func (r *idRewriter) check() bool {
 			}
 			i += 2
 		case r.named(i, "PROCESSLIST") && r.punct(i-1, '.') && r.named(i-2, "INFORMATION_SCHEMA"):
-			if !r.processList(i) {
+			if !r.tableRef(i, TableProcessList) {
 				return false
 			}
 		}
 	}
-	return true
+	// PROCESSLIST_ID of another table (performance_schema.threads read
+	// from within the schema) is a backend thread id.
+	return !r.psID || r.attrs
+}
+
+// connectAttrs records the edit for performance_schema's connect-attrs
+// table named at token i, if it is one.
+func (r *idRewriter) connectAttrs(i int) bool {
+	switch {
+	case r.named(i, "SESSION_CONNECT_ATTRS"):
+		r.attrs = true
+		return r.tableRef(i, TableConnectAttrs)
+	case r.named(i, "SESSION_ACCOUNT_CONNECT_ATTRS"):
+		r.attrs = true
+		return r.tableRef(i, TableAccountConnectAttrs)
+	}
+	return false
 }
 
 // connectionID records the edit for CONNECTION_ID at token i.
@@ -285,9 +345,9 @@ func (r *idRewriter) connectionID(i int) bool {
 	return true
 }
 
-// processList records the edit for information_schema.PROCESSLIST, whose
+// tableRef records the edit for the schema-qualified table which, whose
 // last token is i.
-func (r *idRewriter) processList(i int) bool {
+func (r *idRewriter) tableRef(i int, which GatewayTable) bool {
 	if r.punct(i-3, '.') || r.punct(i+1, '.') {
 		return false // a qualified column, or a strange name
 	}
@@ -297,7 +357,7 @@ func (r *idRewriter) processList(i int) bool {
 	if r.inList[len(r.inList)-1] {
 		return false // in a select list: not a table
 	}
-	e := idEdit{start: int(r.toks[i-2].start), end: int(r.toks[i].end), table: true}
+	e := idEdit{start: int(r.toks[i-2].start), end: int(r.toks[i].end), table: true, which: which}
 	j := i + 1
 	e.aliased = j < len(r.toks) && (r.is(j, "AS") || r.toks[j].kind == tkQuoted ||
 		r.toks[j].kind == tkIdent && !r.isAny(j, notAlias))
@@ -308,4 +368,10 @@ func (r *idRewriter) processList(i int) bool {
 // isProcessList reports whether the quoted name q is `PROCESSLIST`.
 func isProcessList(q string) bool {
 	return len(q) == 13 && kwEq(q[1:12], "PROCESSLIST")
+}
+
+// isConnectAttrs reports whether w is SESSION_CONNECT_ATTRS or
+// SESSION_ACCOUNT_CONNECT_ATTRS.
+func isConnectAttrs(w string) bool {
+	return kwEq(w, "SESSION_CONNECT_ATTRS") || kwEq(w, "SESSION_ACCOUNT_CONNECT_ATTRS")
 }

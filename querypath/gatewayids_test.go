@@ -3,7 +3,12 @@ package querypath
 import "testing"
 
 func TestRewriteGatewayIDs(t *testing.T) {
-	pl := func() string { return "SELECT 7 AS ID" }
+	pl := func(t GatewayTable) string {
+		if t == TableProcessList {
+			return "SELECT 7 AS ID"
+		}
+		return "SELECT 7 AS PROCESSLIST_ID, " + string('0'+byte(t)) + " AS ATTR_NAME"
+	}
 	cases := []struct {
 		in, want string // want "": left alone
 	}{
@@ -17,6 +22,13 @@ func TestRewriteGatewayIDs(t *testing.T) {
 		{"SELECT (CONNECTION_ID())", ""},
 		{"SELECT IS_USED_LOCK('a') = CONNECTION_ID()", ""},
 		{"SELECT x FROM performance_schema.threads WHERE PROCESSLIST_ID = CONNECTION_ID()", ""},
+		// Issue 37: the client's own connection attributes.
+		{"SELECT ATTR_NAME FROM performance_schema.session_connect_attrs WHERE PROCESSLIST_ID = CONNECTION_ID()",
+			"SELECT ATTR_NAME FROM (SELECT 7 AS PROCESSLIST_ID, 1 AS ATTR_NAME) AS SESSION_CONNECT_ATTRS WHERE PROCESSLIST_ID = 42"},
+		{"SELECT * FROM `performance_schema`.`session_account_connect_attrs` a",
+			"SELECT * FROM (SELECT 7 AS PROCESSLIST_ID, 2 AS ATTR_NAME) a"},
+		{"SELECT * FROM performance_schema.session_connect_attrs a JOIN performance_schema.threads t USING (PROCESSLIST_ID)", ""},
+		{"SELECT PROCESSLIST_ID FROM threads", ""},
 		{"SELECT * FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = CONNECTION_ID()", ""},
 		{"CREATE PROCEDURE p() SELECT CONNECTION_ID()", ""},
 		{"SELECT db.CONNECTION_ID()", ""},
@@ -52,13 +64,15 @@ func TestGatewayIDsFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	for sql, want := range map[string]bool{
-		"SELECT CONNECTION_ID() + 1":                              true,
-		"SELECT * FROM information_schema.PROCESSLIST":            true,
-		"SELECT * FROM `information_schema`.`PROCESSLIST`":        true,
-		"SELECT 1; SELECT ID FROM information_schema.processlist": true,
-		"SELECT 'CONNECTION_ID()' FROM t":                         false,
-		"SELECT processlist FROM t":                               false,
-		"UPDATE t SET a = 1 WHERE id = 3":                         false,
+		"SELECT CONNECTION_ID() + 1":                                       true,
+		"SELECT * FROM information_schema.PROCESSLIST":                     true,
+		"SELECT * FROM `information_schema`.`PROCESSLIST`":                 true,
+		"SELECT 1; SELECT ID FROM information_schema.processlist":          true,
+		"SELECT 'CONNECTION_ID()' FROM t":                                  false,
+		"SELECT processlist FROM t":                                        false,
+		"SELECT * FROM performance_schema.session_connect_attrs":           true,
+		"SELECT * FROM performance_schema.`session_account_connect_attrs`": true,
+		"UPDATE t SET a = 1 WHERE id = 3":                                  false,
 	} {
 		if got := c.Classify(sql).GatewayIDs; got != want {
 			t.Errorf("Classify(%q).GatewayIDs = %v, want %v", sql, got, want)
@@ -78,7 +92,7 @@ func FuzzRewriteGatewayIDs(f *testing.F) {
 		f.Add(s, false)
 	}
 	f.Fuzz(func(t *testing.T, sql string, noBackslash bool) {
-		out, ok := RewriteGatewayIDs(sql, noBackslash, 42, func() string { return "SELECT 7 AS ID" })
+		out, ok := RewriteGatewayIDs(sql, noBackslash, 42, func(GatewayTable) string { return "SELECT 7 AS ID" })
 		if !ok {
 			return
 		}

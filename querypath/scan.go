@@ -15,7 +15,7 @@ type features struct {
 	into         bool // an INTO keyword
 	intoFile     bool // INTO OUTFILE / INTO DUMPFILE
 	nextSyntax   bool // NEXT VALUE / NEXT n VALUES
-	gatewayIDs   bool // CONNECTION_ID(), or .PROCESSLIST (information_schema's)
+	gatewayIDs   bool // CONNECTION_ID(), .PROCESSLIST (information_schema's), .SESSION_[ACCOUNT_]CONNECT_ATTRS
 }
 
 func (f *features) or(g features) {
@@ -148,7 +148,7 @@ func scanStmt(st *stmt, s string, from int, noBackslash bool) {
 		case tkIdent:
 			depth += identFeature(&st.f, &l, p2, p1, t)
 		case tkQuoted:
-			if isPunct(p1, '.') && isProcessList(s[t.start:t.end]) {
+			if q := s[t.start:t.end]; isPunct(p1, '.') && (isProcessList(q) || len(q) > 2 && isConnectAttrs(q[1:len(q)-1])) {
 				st.f.gatewayIDs = true
 			}
 		}
@@ -326,6 +326,10 @@ func identFeature(f *features, l *lexer, p2, p1, t token) (depth int) {
 	case 19:
 		if kwEq(w, "SQL_CALC_FOUND_ROWS") {
 			f.pin |= PinFoundRows
+		}
+	case 21, 29:
+		if isPunct(p1, '.') && isConnectAttrs(w) {
+			f.gatewayIDs = true
 		}
 	}
 	return 0

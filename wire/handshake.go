@@ -133,7 +133,14 @@ type HandshakeResponse struct {
 	Database   string
 	AuthPlugin string
 	Attrs      map[string]string
+	// AttrList are the connection attributes a parsed response carried,
+	// in the order the client sent them (the first 64, as Attrs);
+	// AppendHandshakeResponse writes Attrs.
+	AttrList []Attr
 }
+
+// Attr is one connection attribute.
+type Attr struct{ Name, Value string }
 
 // IsSSLRequest reports whether p is a short SSL request packet rather than
 // a full handshake response.
@@ -213,6 +220,9 @@ func ParseHandshakeResponse(p []byte) (*HandshakeResponse, error) {
 			}
 			attrs = attrs[n:]
 			if len(r.Attrs) < 64 {
+				if _, dup := r.Attrs[string(k)]; !dup {
+					r.AttrList = append(r.AttrList, Attr{string(k), string(v)})
+				}
 				r.Attrs[string(k)] = string(v)
 			}
 		}

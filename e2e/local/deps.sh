@@ -4,11 +4,12 @@
 # --with-bench sysbench and HAProxy (make bench's relay target), and with
 # --with-etcd etcd (the fleet tests and make run-fleet start their own on
 # free ports; under systemd, Debian's package also starts a system etcd on
-# 127.0.0.1:2379).
+# 127.0.0.1:2379), and with --with-mariadb-test MariaDB's regression suite
+# (make compat).
 # Debian/Ubuntu only (apt). As root it installs; otherwise it prints the
 # exact command to run and exits 1.
 #
-# Usage: e2e/local/deps.sh [--with-sysbench] [--with-bench] [--with-etcd]
+# Usage: e2e/local/deps.sh [--with-sysbench] [--with-bench] [--with-etcd] [--with-mariadb-test]
 #
 # Run by e2e/local/run.sh (make run), make test and make bench.
 set -euo pipefail
@@ -19,13 +20,15 @@ export PATH="$PATH:/usr/sbin:/usr/local/sbin"
 want_sysbench=0
 want_haproxy=0
 want_etcd=0
+want_mtr=0
 for arg in "$@"; do
 	case "$arg" in
 	--with-sysbench) want_sysbench=1 ;;
 	--with-bench) want_sysbench=1 want_haproxy=1 ;;
 	--with-etcd) want_etcd=1 ;;
+	--with-mariadb-test) want_mtr=1 ;;
 	-h | --help)
-		sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*)
@@ -53,6 +56,10 @@ fi
 
 if [[ $want_etcd == 1 ]] && ! command -v etcd >/dev/null; then
 	missing+=(etcd-server etcd-client)
+fi
+
+if [[ $want_mtr == 1 ]] && [[ ! -x /usr/share/mysql/mysql-test/mariadb-test-run.pl ]]; then
+	missing+=(mariadb-test)
 fi
 
 if [[ ${#missing[@]} == 0 ]]; then

@@ -42,10 +42,18 @@ func (e *NoPrimaryError) Error() string {
 	return fmt.Sprintf("no primary for cluster %s after waiting %v: %s", e.Cluster, e.Waited, e.Reason)
 }
 
-// PacketTooLarge is the error for a packet above max (the connection ends
-// after it, as on MariaDB).
-func PacketTooLarge(max int) *wire.SQLError {
-	return wire.NewError(ErNetPacketTooLarge, "08S01", "Got a packet bigger than 'max_allowed_packet' bytes (%d); send smaller statements or raise max_allowed_packet (the gateway's, and the backend's: the smaller one applies)", max)
+// PacketTooLarge is MariaDB's error for a packet above max_allowed_packet,
+// word for word (the connection ends after it, as on MariaDB). What to do
+// about it goes to the log (PacketTooLargeAdvice): clients and tests match
+// MariaDB's text.
+func PacketTooLarge() *wire.SQLError {
+	return wire.NewError(ErNetPacketTooLarge, "08S01", "Got a packet bigger than 'max_allowed_packet' bytes")
+}
+
+// PacketTooLargeAdvice says, for the log, what to do about a packet above
+// max bytes.
+func PacketTooLargeAdvice(max int) string {
+	return fmt.Sprintf("client packet above max_allowed_packet (%d bytes): send smaller statements or raise max_allowed_packet (the gateway's, and the backend's: the smaller one applies)", max)
 }
 
 // ShutdownError is what a client gets when the server stops under it.

@@ -2,6 +2,7 @@ package mysqlserver
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"time"
@@ -75,8 +76,8 @@ func (l *Loop) Run() error {
 		}
 		switch {
 		case errors.Is(err, wire.ErrPacketTooLarge):
-			_ = l.WriteErr(PacketTooLarge(l.Conn.MaxPacket))
-			return err
+			_ = l.WriteErr(PacketTooLarge())
+			return fmt.Errorf("%s: %w", PacketTooLargeAdvice(l.Conn.MaxPacket), err)
 		case errors.Is(err, wire.ErrSequence):
 			_ = l.WriteErr(wire.NewError(ErMalformedPacket, "08S01", "Malformed communication packet: %v", err))
 			return err

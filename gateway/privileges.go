@@ -1,0 +1,164 @@
+package gateway
+
+import (
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// MariaDB's privileges decide who sees and kills what. A user with a
+// backend account of its own (users[].backend_user) has, through the
+// gateway, the rights that account's global grants give directly: PROCESS
+// sees every session in the process list, SUPER or CONNECTION ADMIN kills
+// any. The grants are read from the server on a connection logged in as
+// the account (its side connection, never waiting behind the pool), the
+// first time a session needs them, and again after a FLUSH PRIVILEGES,
+// GRANT or REVOKE through the gateway; every session of the account shares
+// what was read for privTTL. users[].admin opens the same doors and the
+// gateway's own surfaces; users on the cluster's shared account have only
+// it (that account's grants are everyone's).
+
+// privTTL is how long an account's grants, once read, serve its sessions.
+const privTTL = time.Minute
+
+// maxPrivEntries bounds the accounts whose grants are remembered (the map
+// is emptied when full).
+const maxPrivEntries = 10000
+
+// privSQL reads the current account's global privileges (one row each).
+// USER_PRIVILEGES lists every account's to a user who may read mysql.*, so
+// it is filtered to CURRENT_USER() in the table's 'user'@'host' form.
+const privSQL = "SELECT PRIVILEGE_TYPE FROM information_schema.USER_PRIVILEGES WHERE GRANTEE = " +
+	"CONCAT('''', LEFT(CURRENT_USER(), CHAR_LENGTH(CURRENT_USER()) - CHAR_LENGTH(SUBSTRING_INDEX(CURRENT_USER(), '@', -1)) - 1), " +
+	"'''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')"
+
+// accountPrivs are the global privileges of a backend account that the
+// gateway follows.
+type accountPrivs struct {
+	// process: PROCESS, the account sees every thread.
+	process bool
+	// killAny: SUPER or CONNECTION ADMIN, the account kills any thread.
+	killAny bool
+}
+
+// privEntry is one account's remembered grants.
+type privEntry struct {
+	privs accountPrivs
+	at    time.Time
+}
+
+// privCache remembers accounts' grants, by backend user name.
+type privCache struct {
+	mu sync.Mutex
+	m  map[string]privEntry
+}
+
+func (c *privCache) get(account string, now time.Time) (accountPrivs, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[account]
+	if !ok || now.Sub(e.at) >= privTTL {
+		return accountPrivs{}, false
+	}
+	return e.privs, true
+}
+
+func (c *privCache) put(account string, p accountPrivs, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxPrivEntries {
+		c.m = map[string]privEntry{}
+	}
+	c.m[account] = privEntry{p, now}
+}
+
+// forget drops every remembered account (FLUSH PRIVILEGES, GRANT, REVOKE).
+func (c *privCache) forget() {
+	c.mu.Lock()
+	c.m = nil
+	c.mu.Unlock()
+}
+
+// privsOf reads the privileges out of privSQL's rows.
+func privsOf(types []string) accountPrivs {
+	var p accountPrivs
+	for _, t := range types {
+		switch t {
+		case "PROCESS":
+			p.process = true
+		case "SUPER", "CONNECTION ADMIN":
+			p.killAny = true
+		}
+	}
+	return p
+}
+
+// seesAll reports whether the session's user sees every session: an admin
+// of the gateway, or a user whose own backend account has PROCESS.
+func (ss *Session) seesAll() bool { return ss.user.Admin || ss.accountPrivs().process }
+
+// killsAny reports whether the session's user may kill any session: an
+// admin of the gateway, or a user whose own backend account has SUPER or
+// CONNECTION ADMIN.
+func (ss *Session) killsAny() bool { return ss.user.Admin || ss.accountPrivs().killAny }
+
+// accountPrivs returns the global privileges of the session's own backend
+// account, read once per session (none for a user on the cluster's
+// account, or when they cannot be read: then the next need asks again).
+func (ss *Session) accountPrivs() accountPrivs {
+	if ss.privsRead {
+		return ss.privs
+	}
+	if ss.cluster == nil || ss.user.BackendUser == "" {
+		return accountPrivs{}
+	}
+	k := ss.poolKey()
+	if k.user == "" {
+		return accountPrivs{} // the cluster's account
+	}
+	now := time.Now()
+	if p, ok := ss.srv.privs.get(k.user, now); ok {
+		ss.privs, ss.privsRead = p, true
+		return p
+	}
+	be, err := ss.primaryBackend(ss.srv.health.Snapshot(), ss.cluster.conf.Load(), "", true)
+	if err != nil {
+		ss.log.Warn("cannot read the backend account's grants", "account", k.user, "error", err)
+		return accountPrivs{}
+	}
+	var types []string
+	ss.blocking(offloadOwnQuery, func() {
+		err = be.sideConn(k, func(conn *backendConn) error {
+			types = types[:0]
+			return conn.QueryRows(privSQL, func(row [][]byte) {
+				if len(row) == 1 && row[0] != nil {
+					types = append(types, string(row[0]))
+				}
+			})
+		})
+	})
+	if err != nil {
+		ss.log.Warn("cannot read the backend account's grants", "account", k.user, "error", err)
+		return accountPrivs{}
+	}
+	p := privsOf(types)
+	ss.srv.privs.put(k.user, p, now)
+	ss.privs, ss.privsRead = p, true
+	return p
+}
+
+// changesGrants reports whether sql, a statement that commits implicitly
+// (querypath.Route.ImplicitCommit), may change what accounts are granted:
+// FLUSH (PRIVILEGES among its options), GRANT, REVOKE.
+func changesGrants(sql string) bool {
+	w, _ := firstWord(unsafe.Slice(unsafe.StringData(sql), len(sql)))
+	return eqFold(w, "FLUSH") || eqFold(w, "GRANT") || eqFold(w, "REVOKE")
+}
+
+// grantsChanged forgets every account's remembered grants after a
+// statement that may have changed them, and makes the session read its
+// own again when it next needs them.
+func (ss *Session) grantsChanged() {
+	ss.srv.privs.forget()
+	ss.privsRead = false
+}
