@@ -1123,11 +1123,45 @@ func (b *bench) runOne(ctx context.Context, c benchCase, tgt string, round, runN
 		r.Interrupted = true
 		return r, nil
 	}
-	o := parseSysbench(sr.out)
-	r.Queries, r.QPS, r.TPS, r.P95Ms, r.AvgMs = o.Queries, o.QPS, o.TPS, o.P95Ms, o.AvgMs
+	o := b.record(&r, sr, hard, g, proxyPID, replicaPID)
 	if c.HotRows {
 		r.P99Ms = &o.P99Ms // sysbench reported the 99th percentile instead of the 95th
 	}
+	if g != nil && g.kind == targetGateway && g.running() {
+		if hwm, err := statusKB(g.pid(), "VmHWM"); err == nil {
+			r.GatewayPeakRSS = &hwm
+		}
+		if c.ReplicaReads {
+			// Discovery's view after the run, kept for the record: a
+			// replica that dropped out of the read set (probes timing out
+			// on a saturated machine) sent the reads back to the primary.
+			health := strings.TrimSuffix(r.Output, ".txt") + "-health.json"
+			inSet, err := g.saveHealth(filepath.Join(b.dir, health), b.replica.Addr())
+			switch {
+			case err != nil:
+				r.ReplicaNote = "gateway health not read after the run: " + err.Error()
+			case !inSet:
+				r.ReplicaNote = "after the run the replica was not in the gateway's read set (see " + health + ")"
+			}
+			if r.ReplicaNote != "" {
+				logf("    warning: %s", r.ReplicaNote)
+			}
+		}
+	}
+	if r.OK {
+		b.overhead = append(b.overhead, r.WallS-float64(b.s.Seconds))
+	}
+	return r, nil
+}
+
+// record fills r from sysbench's run sr (killed after hard): what sysbench
+// reported, whether the run failed and why (g, the proxy sbbench runs for
+// it, nil for none, must have lived through it), and the CPU of mariadbd,
+// the replica's (replicaPID > 0), the proxy's (proxyPID > 0) and the
+// machine per query. It returns sysbench's parsed report.
+func (b *bench) record(r *runResult, sr *sbRun, hard time.Duration, g *proxyProc, proxyPID, replicaPID int) sbOutput {
+	o := parseSysbench(sr.out)
+	r.Queries, r.QPS, r.TPS, r.P95Ms, r.AvgMs = o.Queries, o.QPS, o.TPS, o.P95Ms, o.AvgMs
 	r.IgnoredErrors, r.Reconnects, r.TotalTimeS = o.IgnoredErrors, o.Reconnects, o.TotalTimeS
 	r.SysbenchCPUS = sr.clientCPU.Seconds()
 	r.CPUWindowS = sr.end.at.Sub(sr.begin.at).Seconds()
@@ -1173,31 +1207,7 @@ func (b *bench) runOne(ctx context.Context, c benchCase, tgt string, round, runN
 	} else if err := errors.Join(sr.begin.err, sr.end.err); err != nil {
 		r.CPUNote = "CPU not measured: " + err.Error()
 	}
-	if g != nil && g.kind == targetGateway && g.running() {
-		if hwm, err := statusKB(g.pid(), "VmHWM"); err == nil {
-			r.GatewayPeakRSS = &hwm
-		}
-		if c.ReplicaReads {
-			// Discovery's view after the run, kept for the record: a
-			// replica that dropped out of the read set (probes timing out
-			// on a saturated machine) sent the reads back to the primary.
-			health := strings.TrimSuffix(r.Output, ".txt") + "-health.json"
-			inSet, err := g.saveHealth(filepath.Join(b.dir, health), b.replica.Addr())
-			switch {
-			case err != nil:
-				r.ReplicaNote = "gateway health not read after the run: " + err.Error()
-			case !inSet:
-				r.ReplicaNote = "after the run the replica was not in the gateway's read set (see " + health + ")"
-			}
-			if r.ReplicaNote != "" {
-				logf("    warning: %s", r.ReplicaNote)
-			}
-		}
-	}
-	if r.OK {
-		b.overhead = append(b.overhead, r.WallS-float64(b.s.Seconds))
-	}
-	return r, nil
+	return o
 }
 
 func ptr[T any](v T) *T { return &v }
