@@ -103,6 +103,56 @@ func TestParseSysbench(t *testing.T) {
 	}
 }
 
+// sysbench 1.0.20 output of a run with --report-interval=1
+// --percentile=99, trimmed; with --rate it also prints queue lines.
+const intervalOutput = `sysbench 1.0.20 (using system LuaJIT 2.1.0-beta3)
+
+Running the test with following options:
+Number of threads: 64
+Report intermediate results every 1 second(s)
+
+Threads started!
+
+[ 1s ] thds: 64 tps: 11932.54 qps: 11932.54 (r/w/o: 11932.54/0.00/0.00) lat (ms,99%): 17.63 err/s: 0.00 reconn/s: 0.00
+[ 1s ] queue length: 0, concurrency: 3
+[ 2s ] thds: 64 tps: 14593.24 qps: 14593.24 (r/w/o: 14593.24/0.00/0.00) lat (ms,99%): 11.87 err/s: 1.50 reconn/s: 2.00
+[ 10s ] thds: 63 tps: 0.00 qps: 0.00 (r/w/o: 0.00/0.00/0.00) lat (ms,99%): 0.00 err/s: 0.00 reconn/s: 0.00
+[ 11s ] thds: 64 tps: 12.00 qps: 12.00 (r/w/o: 12.
+SQL statistics:
+    queries:                             234739 (15631.27 per sec.)
+Latency (ms):
+         99th percentile:                       11.87
+`
+
+func TestParseIntervals(t *testing.T) {
+	got := parseIntervals(intervalOutput)
+	want := []sbInterval{
+		{Second: 1, Threads: 64, TPS: 11932.54, QPS: 11932.54, Pct: 99, LatMs: 17.63},
+		{Second: 2, Threads: 64, TPS: 14593.24, QPS: 14593.24, Pct: 99, LatMs: 11.87, ErrPS: 1.5, ReconnPS: 2},
+		{Second: 10, Threads: 63, Pct: 99},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d intervals, want %d (the queue line and the cut line left out): %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("interval %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if o := parseSysbench(intervalOutput); o.P99Ms != 11.87 || o.Queries != 234739 {
+		t.Errorf("the report after the intervals: %+v", o)
+	}
+	if got := parseIntervals(okOutput); len(got) != 0 {
+		t.Errorf("a run without intervals: %+v", got)
+	}
+	// sysbench prints 95 when asked for --percentile=95, and fractions
+	// of a second are read as they come.
+	got = parseIntervals("[ 0.5s ] thds: 8 tps: 1.00 qps: 2.00 (r/w/o: 2.00/0.00/0.00) lat (ms,95%): 3.10 err/s: 0.00 reconn/s: 0.00\n")
+	if len(got) != 1 || got[0].Second != 0.5 || got[0].Pct != 95 || got[0].LatMs != 3.1 || got[0].QPS != 2 {
+		t.Errorf("0.5s at 95%%: %+v", got)
+	}
+}
+
 func TestParseProc(t *testing.T) {
 	// The command name may hold spaces and parentheses.
 	stat := "1234 (my (odd) name) S 1 1234 1234 0 -1 4194560 500 0 0 0 250 75 0 0 20 0 12 0 100 0 0\n"
