@@ -150,7 +150,7 @@
 // default (see -help): BENCH_QUICK=1 selects a short run (point_select and
 // read_write, 8 threads, 8 s runs, small tables, no multiplexing or
 // replica-read cases, the pool_order_burst case with a 1m quiet phase)
-// that finishes in about eight minutes, five of them the pool order case;
+// that finishes in about eleven minutes, five of them the pool order case;
 // BENCH_CASES=replicas runs only the read_only_replicas cases (of a full
 // run: without BENCH_QUICK); BENCH_CASES=pool_order_burst only the pool
 // order case (about 15 minutes, 4 with BENCH_QUICK=1);
