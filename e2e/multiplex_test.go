@@ -1072,6 +1072,9 @@ func TestMultiplexDiagnostics(t *testing.T) {
 		{"found rows of a select", []string{"SELECT * FROM mplx_diag WHERE id > 1"}, "SELECT FOUND_ROWS()", "4"},
 		{"found rows after a write", []string{"SELECT * FROM mplx_diag WHERE id > 2", "UPDATE mplx_diag SET n = n WHERE id = 1"}, "SELECT FOUND_ROWS()", "3"},
 		{"SQL_CALC_FOUND_ROWS", []string{"SELECT SQL_CALC_FOUND_ROWS * FROM mplx_diag LIMIT 1"}, "SELECT FOUND_ROWS()", "5"},
+		// make compat (ctype_binary): FOUND_ROWS() inside an expression.
+		{"found rows in an expression", []string{"SELECT * FROM mplx_diag WHERE id > 1"}, "SELECT HEX(CONCAT(FOUND_ROWS())), FOUND_ROWS() + 1", "34|5"},
+		{"no found rows in an expression", []string{"SELECT * FROM mplx_diag WHERE id > 9"}, "SELECT FOUND_ROWS() + 1", "1"},
 		{"warnings", []string{"SELECT 1/0, CAST('x' AS SIGNED)"}, "SHOW WARNINGS", ""},
 		{"warning count", []string{"SELECT 1/0"}, "SELECT @@warning_count, @@error_count", "1|0"},
 		{"an error", []string{"SELECT nosuch FROM mplx_diag"}, "SHOW ERRORS", ""},
