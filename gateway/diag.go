@@ -129,6 +129,8 @@ func (d *diagnostics) afterStatement(sql []byte, route querypath.Route, res wire
 		switch {
 		case e.ShowDiagnostics:
 			return
+		case e.KeepsFoundRows:
+			// FOUND_ROWS() is where it was.
 		case e.FoundRowsAreRows && route.Pin&querypath.PinFoundRows == 0:
 			d.foundRows = res.Rows
 			d.onConn &^= diagFoundRows
