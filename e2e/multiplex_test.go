@@ -1072,6 +1072,12 @@ func TestMultiplexDiagnostics(t *testing.T) {
 		{"found rows of a select", []string{"SELECT * FROM mplx_diag WHERE id > 1"}, "SELECT FOUND_ROWS()", "4"},
 		{"found rows after a write", []string{"SELECT * FROM mplx_diag WHERE id > 2", "UPDATE mplx_diag SET n = n WHERE id = 1"}, "SELECT FOUND_ROWS()", "3"},
 		{"SQL_CALC_FOUND_ROWS", []string{"SELECT SQL_CALC_FOUND_ROWS * FROM mplx_diag LIMIT 1"}, "SELECT FOUND_ROWS()", "5"},
+		// make compat (ctype_binary): FOUND_ROWS() inside an expression.
+		{"found rows in an expression", []string{"SELECT * FROM mplx_diag WHERE id > 1"}, "SELECT HEX(CONCAT(FOUND_ROWS())), FOUND_ROWS() + 1", "34|5"},
+		{"found rows kept by SHOW CREATE", []string{"SELECT * FROM mplx_diag WHERE id > 2", "SHOW CREATE TABLE mplx_diag"}, "SELECT FOUND_ROWS() + 0", "3"},
+		{"found rows of CREATE ... SELECT", []string{"SELECT * FROM mplx_diag WHERE id > 2", "CREATE TABLE mplx_diag_c AS SELECT 7 AS c1",
+			"SHOW CREATE TABLE mplx_diag_c", "DROP TABLE mplx_diag_c"}, "SELECT HEX(CONCAT(FOUND_ROWS()))", "30"},
+		{"no found rows in an expression", []string{"SELECT * FROM mplx_diag WHERE id > 9"}, "SELECT FOUND_ROWS() + 1", "1"},
 		{"warnings", []string{"SELECT 1/0, CAST('x' AS SIGNED)"}, "SHOW WARNINGS", ""},
 		{"warning count", []string{"SELECT 1/0"}, "SELECT @@warning_count, @@error_count", "1|0"},
 		{"an error", []string{"SELECT nosuch FROM mplx_diag"}, "SHOW ERRORS", ""},

@@ -3,7 +3,10 @@ package gateway
 import (
 	"crypto/rsa"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/querypath"
@@ -81,6 +84,10 @@ func (ss *Session) handshake() error {
 	ss.cluster = ss.srv.clusters[user.Cluster]
 	ss.collation = resp.Collation
 	ss.resetState()
+	if e := handshakeDBError(resp.Database, resp.Collation); e != nil {
+		ss.writeErr(e)
+		return e
+	}
 	if resp.Database != "" {
 		if err := ss.connectDB(resp.Database); err != nil {
 			ss.writeErr(toClientError(err))
@@ -88,6 +95,45 @@ func (ss *Session) handshake() error {
 		}
 	}
 	return ss.writeOK(wire.OK{Status: ss.status})
+}
+
+// handshakeDBError is MariaDB's answer to a login whose database name does
+// not convert from the client's character set to the server's (utf8mb3):
+// from a utf8mb3 or binary client, a character of four bytes or bytes
+// that are not UTF-8 (make compat: main.mysql_not_windows). Nil when the
+// name converts, or the client's character set is another.
+func handshakeDBError(db string, collation byte) *wire.SQLError {
+	var cs string
+	switch {
+	case collation == 63:
+		cs = "binary"
+	case collation == 33 || collation == 83 || collation >= 192 && collation <= 215 || collation == 223:
+		cs = "utf8mb3"
+	default:
+		return nil
+	}
+	for i := 0; i < len(db); {
+		r, n := utf8.DecodeRuneInString(db[i:])
+		if r == utf8.RuneError && n == 1 || n == 4 {
+			return wire.NewError(1300, "HY000", "Invalid %s character string: '%s'", cs, errConvString(db))
+		}
+		i += n
+	}
+	return nil
+}
+
+// errConvString writes s as MariaDB's messages quote a string that did
+// not convert: printable ASCII as it is, every other byte as \xHH.
+func errConvString(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 0x20 && c < 0x7f {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "\\x%02X", c)
+		}
+	}
+	return b.String()
 }
 
 // RSAPublicKey is the key caching_sha2_password clients on plain TCP

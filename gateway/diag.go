@@ -129,6 +129,8 @@ func (d *diagnostics) afterStatement(sql []byte, route querypath.Route, res wire
 		switch {
 		case e.ShowDiagnostics:
 			return
+		case e.KeepsFoundRows:
+			// FOUND_ROWS() is where it was.
 		case e.FoundRowsAreRows && route.Pin&querypath.PinFoundRows == 0:
 			d.foundRows = res.Rows
 			d.onConn &^= diagFoundRows
@@ -460,6 +462,43 @@ func (ss *Session) plantDiagMarker(conn *backendConn, route querypath.Route, sql
 	}
 	conn.warnListed = true
 	d.planted = true
+	return nil
+}
+
+// maxPlantedFoundRows bounds the FOUND_ROWS() value plantFoundRows sets:
+// the server counts that many rows to set it.
+const maxPlantedFoundRows = 1 << 20
+
+// plantFoundRows sets FOUND_ROWS() on conn to the session's value before
+// a statement that reads it (inside an expression: a plain read is
+// answered from the session's copy) when the value is the gateway's, not
+// conn's: the statement that left it ran on another connection. A
+// non-nil error is the statement's: the connection broke. Where the
+// server cannot count (no SEQUENCE engine), the statement reads conn's.
+func (ss *Session) plantFoundRows(conn *backendConn, route querypath.Route, pinned bool) error {
+	d := &ss.diag
+	if route.Unpin&querypath.PinFoundRows == 0 || d.onConn&diagFoundRows != 0 || d.foundRows > maxPlantedFoundRows {
+		return nil
+	}
+	if pinned {
+		// The SELECT would replace what the previous statement left.
+		if err := ss.captureDiag(conn); err != nil {
+			ss.dropLease()
+			return backendLost(conn.addr, err)
+		}
+	}
+	q := "SELECT SQL_CALC_FOUND_ROWS 1 FROM DUAL WHERE 0 LIMIT 0"
+	if d.foundRows > 0 {
+		q = "SELECT SQL_CALC_FOUND_ROWS 1 FROM seq_1_to_" + strconv.FormatUint(d.foundRows, 10) + " LIMIT 0"
+	}
+	if err := conn.QueryRows(q, func([][]byte) {}); err != nil {
+		var sqlErr *wire.SQLError
+		if errors.As(err, &sqlErr) {
+			return nil
+		}
+		ss.dropLease()
+		return backendLost(conn.addr, err)
+	}
 	return nil
 }
 

@@ -264,6 +264,13 @@ func (ss *Session) withGatewayIDs(p []byte, sql string) []byte {
 	return append([]byte{wire.ComQuery}, out...)
 }
 
+// ownMemory and ownMaxMemory read MEMORY_USED and MAX_MEMORY_USED of the
+// backend thread that runs the statement.
+const (
+	ownMemory    = "(SELECT MEMORY_USED FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID())"
+	ownMaxMemory = "(SELECT MAX_MEMORY_USED FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID())"
+)
+
 // processListTable is a SELECT of the sessions the user may see in the
 // columns of information_schema.PROCESSLIST, to stand for that table. The
 // strings are utf8mb3_general_ci with implicit coercibility (CONVERT ...
@@ -311,7 +318,14 @@ func (ss *Session) processListTable() string {
 		} else {
 			b.WriteString("0.000")
 		}
-		b.WriteString(" AS PROGRESS, 0 AS MEMORY_USED, 0 AS MAX_MEMORY_USED, 0 AS EXAMINED_ROWS, 0 AS QUERY_ID, ")
+		if r.id == ss.id {
+			// The session's own memory is that of the backend thread
+			// serving this statement (a user variable it holds, ...).
+			b.WriteString(" AS PROGRESS, " + ownMemory + " AS MEMORY_USED, " + ownMaxMemory +
+				" AS MAX_MEMORY_USED, 0 AS EXAMINED_ROWS, 0 AS QUERY_ID, ")
+		} else {
+			b.WriteString(" AS PROGRESS, 0 AS MEMORY_USED, 0 AS MAX_MEMORY_USED, 0 AS EXAMINED_ROWS, 0 AS QUERY_ID, ")
+		}
 		if r.info == nil {
 			b.WriteString("NULL")
 		} else {

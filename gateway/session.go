@@ -1047,6 +1047,9 @@ func (ss *Session) prepareStatement(conn *backendConn, route querypath.Route, sq
 	if err := ss.plantDiagMarker(conn, route, sql); err != nil {
 		return err
 	}
+	if err := ss.plantFoundRows(conn, route, pinned); err != nil {
+		return err
+	}
 	var stmt string
 	switch {
 	case !ss.insertIDSynced && usesInsertID(route, sql):

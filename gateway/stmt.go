@@ -430,8 +430,10 @@ func (ss *Session) executeBackend(st *stmt, p []byte, flags byte) error {
 		}
 		wire.SetStmtCommandID(p, bid)
 		ss.relay.HoldReadOnly = retryable && ss.leaseRole == rolePrimary
-		ss.relay.Cursor = flags&0x0f != 0
 		ss.execCall = isCall(sql)
+		// MariaDB opens no cursor for a CALL: the cursor-exists bit on its
+		// results is the procedure's own cursor's.
+		ss.relay.Cursor = flags&0x0f != 0 && !ss.execCall
 		ss.setsGlobal = route.SetsGlobal
 		res, err := ss.exchange(conn, p, wire.ResponseQuery)
 		ss.relay.HoldReadOnly, ss.relay.Cursor, ss.execCall, ss.setsGlobal = false, false, false, false
@@ -566,6 +568,12 @@ func (ps *preparedStmts) closeCursors() {
 	ps.cursors = 0
 }
 
+// errNoOpenCursor is MariaDB's answer to COM_STMT_FETCH of a statement
+// without an open cursor (ER_STMT_HAS_NO_OPEN_CURSOR, its text exactly).
+func errNoOpenCursor(id uint32) *wire.SQLError {
+	return wire.NewError(1421, "HY000", "The statement (%d) has no open cursor", id)
+}
+
 // comStmtFetch reads rows of an open cursor on the pinned connection.
 func (ss *Session) comStmtFetch(p []byte) error {
 	st, id, sqlErr := ss.lookupStmt(p, "mysqld_stmt_fetch")
@@ -573,12 +581,12 @@ func (ss *Session) comStmtFetch(p []byte) error {
 		return ss.writeErr(sqlErr)
 	}
 	if !st.cursor || ss.lease == nil {
-		return ss.writeErr(wire.NewError(1421, "HY000", "The statement (%d) has no open cursor.", id))
+		return ss.writeErr(errNoOpenCursor(id))
 	}
 	conn := ss.lease.Conn()
 	cs, ok := conn.stmts[ss.stmtKey(st)]
 	if !ok {
-		return ss.writeErr(wire.NewError(1421, "HY000", "The statement (%d) has no open cursor.", id))
+		return ss.writeErr(errNoOpenCursor(id))
 	}
 	wire.SetStmtCommandID(p, cs.id)
 	res, err := ss.exchange(conn, p, wire.ResponseFetch)

@@ -256,8 +256,9 @@ func allTokens(sql string) tokReader {
 }
 
 // ResultDiag is StatementDiag for a statement that answered with a result
-// set, reading only its first two words: FoundRowsAreRows and
-// ShowDiagnostics are set as StatementDiag sets them; UsesTables is not.
+// set, reading only its first two words: FoundRowsAreRows,
+// ShowDiagnostics and (for SHOW CREATE) KeepsFoundRows are set as
+// StatementDiag sets them; UsesTables is not.
 func ResultDiag(sql string) DiagEffect {
 	if hasExecComment(sql) {
 		sql = expandComments(sql, false)
@@ -282,9 +283,14 @@ func headDiag(first, second string, paren bool) DiagEffect {
 	case kwEq(first, "SELECT"), kwEq(first, "WITH"), kwEq(first, "VALUES"), first == "" && paren:
 		e.FoundRowsAreRows = true
 	case kwEq(first, "SHOW"):
-		if kwEq(second, "WARNINGS") || kwEq(second, "ERRORS") || kwEq(second, "COUNT") {
+		switch {
+		case kwEq(second, "WARNINGS"), kwEq(second, "ERRORS"), kwEq(second, "COUNT"):
 			e.ShowDiagnostics = true
-		} else {
+		case kwEq(second, "CREATE"):
+			// SHOW CREATE TABLE, DATABASE, ... leave FOUND_ROWS() as it
+			// was (checked on 10.11; make compat: main.ctype_binary).
+			e.KeepsFoundRows = true
+		default:
 			e.FoundRowsAreRows = true
 		}
 	case kwEq(first, "DESC"), kwEq(first, "DESCRIBE"):
@@ -297,8 +303,8 @@ func headDiag(first, second string, paren bool) DiagEffect {
 // statement's diagnostics, as far as MariaDB 10.11 documents and shows it.
 type DiagEffect struct {
 	// FoundRowsAreRows: FOUND_ROWS() becomes the number of rows of the
-	// statement's result set (SELECT without SQL_CALC_FOUND_ROWS, SHOW,
-	// DESCRIBE). EXPLAIN, CHECK TABLE and the like leave it as it was.
+	// statement's result set (SELECT without SQL_CALC_FOUND_ROWS, SHOW
+	// other than SHOW CREATE, DESCRIBE). EXPLAIN, CHECK TABLE and the like leave it as it was.
 	FoundRowsAreRows bool
 	// ShowDiagnostics: SHOW WARNINGS, SHOW ERRORS, SHOW COUNT(*) ...:
 	// FOUND_ROWS() and the warning list stay as they were.
@@ -408,7 +414,8 @@ func StatementDiag(sql string) DiagEffect {
 		// Nothing runs; the statement's tables are opened to check it.
 		e.KeepsFoundRows = true
 		e.UsesTables = preparedUsesTables(sql)
-	case kwEq(first, "INSERT"), kwEq(first, "REPLACE"):
+	case kwEq(first, "INSERT"), kwEq(first, "REPLACE"),
+		kwEq(first, "CREATE"), kwEq(first, "DROP"): // checked on 10.11 (make compat: main.ctype_binary)
 		e.KeepsFoundRows = !hasSelect
 		e.UsesTables = true
 	case kwEq(first, "UPDATE"):

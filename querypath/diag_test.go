@@ -2,6 +2,7 @@ package querypath
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -60,6 +61,10 @@ func TestStatementDiag(t *testing.T) {
 		{"SELECT (SELECT 1 FROM t)", rowsTables},
 		{"(SELECT 1)", rows},
 		{"SHOW TABLES", rowsTables},
+		{"SHOW CREATE TABLE t", DiagEffect{KeepsFoundRows: true, UsesTables: true}},
+		{"CREATE TABLE t (a INT)", keepsTables},
+		{"CREATE TABLE t AS SELECT 1", tables},
+		{"DROP TABLE t", keepsTables},
 		{"SHOW WARNINGS", DiagEffect{ShowDiagnostics: true}},
 		{"SHOW COUNT(*) ERRORS", DiagEffect{ShowDiagnostics: true}},
 		{"DESCRIBE t", rowsTables},
@@ -90,7 +95,9 @@ func TestStatementDiag(t *testing.T) {
 		if got := StatementDiag(tc.sql); got != tc.want {
 			t.Errorf("StatementDiag(%q) = %+v, want %+v", tc.sql, got, tc.want)
 		}
-		if got, want := ResultDiag(tc.sql), (DiagEffect{FoundRowsAreRows: tc.want.FoundRowsAreRows, ShowDiagnostics: tc.want.ShowDiagnostics}); got != want {
+		want := DiagEffect{FoundRowsAreRows: tc.want.FoundRowsAreRows, ShowDiagnostics: tc.want.ShowDiagnostics,
+			KeepsFoundRows: tc.want.KeepsFoundRows && strings.HasPrefix(tc.sql, "SHOW CREATE")}
+		if got := ResultDiag(tc.sql); got != want {
 			t.Errorf("ResultDiag(%q) = %+v, want %+v", tc.sql, got, want)
 		}
 	}

@@ -60,12 +60,16 @@ var tableNames = [numGatewayTables]string{"PROCESSLIST", "SESSION_CONNECT_ATTRS"
 //     (IS_USED_LOCK(), IS_FREE_LOCK(), THREAD_ID columns, the other tables
 //     of performance_schema, METADATA_LOCK_INFO, the INNODB_ tables):
 //     mixing the two kinds of ids would give wrong answers;
-//   - CONNECTION_ID() is part of a larger select-list expression (its column
-//     name would change), or PROCESSLIST is used other than as a table;
+//   - CONNECTION_ID() is part of a select-list item whose end cannot be
+//     told from an alias of its own (see below), or PROCESSLIST is used
+//     other than as a table;
 //   - the text has executable comments or cannot be lexed to its end.
 //
 // A select-list item that is exactly CONNECTION_ID() without an alias gets
-// its text as an alias, so the column keeps its name.
+// its text as an alias, so the column keeps its name; so does a larger
+// item holding CONNECTION_ID() (SELECT @a - CONNECTION_ID()) that has no
+// alias and ends in a closing parenthesis, a number or an operand after
+// an operator.
 func RewriteGatewayIDs(sql string, noBackslash bool, id uint32, tables func(GatewayTable) string) (out string, ok bool) {
 	if hasExecComment(sql) {
 		return "", false
@@ -88,6 +92,10 @@ func RewriteGatewayIDs(sql string, noBackslash bool, id uint32, tables func(Gate
 	for _, e := range r.edits {
 		b.WriteString(sql[last:e.start])
 		switch {
+		case e.alias:
+			b.WriteString(" AS `")
+			b.WriteString(strings.ReplaceAll(sql[e.from:e.end], "`", "``"))
+			b.WriteByte('`')
 		case e.table:
 			if made[e.which] == "" {
 				made[e.which] = tables(e.which)
@@ -129,12 +137,24 @@ func uitoa(n uint32) string {
 
 // idEdit is one replacement: CONNECTION_ID() or a PROCESSLIST table, from
 // start to end. aliased: the text gives it a name of its own (for
-// CONNECTION_ID(): it is not a bare select-list item).
+// CONNECTION_ID(): it is not a bare select-list item). alias: nothing is
+// replaced, an alias naming the select-list item's text, from from to
+// end, is inserted at end (start == end).
 type idEdit struct {
 	start, end int
 	table      bool
 	which      GatewayTable // the table, when table
 	aliased    bool
+	alias      bool
+	from       int
+}
+
+// listItem is the select-list item being read at one parenthesis depth:
+// its first token, and whether it holds a CONNECTION_ID() that changes
+// its name (it needs an alias of its text).
+type listItem struct {
+	start   int
+	renamed bool
 }
 
 // idRewriter finds the replacements of RewriteGatewayIDs.
@@ -146,8 +166,9 @@ type idRewriter struct {
 	// PROCESSLIST_ID was seen (a column of those tables, and of others).
 	attrs, psID bool
 	// inList[d] is set while the tokens at parenthesis depth d are in a
-	// SELECT's select list.
+	// SELECT's select list; items[d] is then the item being read.
 	inList []bool
+	items  []listItem
 }
 
 // is reports whether token i exists and is the unquoted keyword kw.
@@ -227,6 +248,7 @@ func (r *idRewriter) namedAny(i int, ns []string) bool {
 // check walks the tokens, collecting edits; false: leave the text alone.
 func (r *idRewriter) check() bool {
 	r.inList = append(r.inList[:0], false)
+	r.items = append(r.items[:0], listItem{})
 	first := true // the next token starts a statement
 	for i := 0; i < len(r.toks); i++ {
 		t := r.toks[i]
@@ -241,18 +263,26 @@ func (r *idRewriter) check() bool {
 		case tkPunct:
 			switch t.ch() {
 			case ';':
-				if depth != 0 {
+				if depth != 0 || !r.endItem(0, i) {
 					return false
 				}
 				first = true
 				r.inList[0] = false
 			case '(':
 				r.inList = append(r.inList, false)
+				r.items = append(r.items, listItem{})
 			case ')':
-				if depth == 0 {
+				if depth == 0 || !r.endItem(depth, i) {
 					return false
 				}
-				r.inList = r.inList[:depth]
+				r.inList, r.items = r.inList[:depth], r.items[:depth]
+			case ',':
+				if r.inList[depth] {
+					if !r.endItem(depth, i) {
+						return false
+					}
+					r.items[depth] = listItem{start: i + 1}
+				}
 			}
 			continue
 		case tkIdent, tkQuoted:
@@ -281,7 +311,15 @@ func (r *idRewriter) check() bool {
 		switch {
 		case r.is(i, "SELECT"):
 			r.inList[depth] = true
+			j := i + 1
+			for r.isAny(j, selectModifiers) {
+				j++
+			}
+			r.items[depth] = listItem{start: j}
 		case r.inList[depth] && r.isAny(i, selectListEnd):
+			if !r.endItem(depth, i) {
+				return false
+			}
 			r.inList[depth] = false
 		case r.is(i, "CONNECTION_ID"):
 			if !r.connectionID(i) {
@@ -294,9 +332,58 @@ func (r *idRewriter) check() bool {
 			}
 		}
 	}
+	if !r.endItem(0, len(r.toks)) {
+		return false
+	}
 	// PROCESSLIST_ID of another table (performance_schema.threads read
 	// from within the schema) is a backend thread id.
 	return !r.psID || r.attrs
+}
+
+// endItem ends the select-list item at depth d, which ends before token
+// end: when CONNECTION_ID() changed its name, it gets its text as an
+// alias. False: the item's end cannot be told from an alias of its own.
+func (r *idRewriter) endItem(d, end int) bool {
+	it := r.items[d]
+	if !r.inList[d] || !it.renamed {
+		return true
+	}
+	r.items[d].renamed = false
+	last, depth := -1, 0
+	for j := it.start; j < end; j++ {
+		switch {
+		case r.punct(j, '('):
+			depth++
+		case r.punct(j, ')'):
+			depth--
+		case depth == 0 && r.is(j, "AS"):
+			return true // it has its own name
+		}
+		if depth == 0 {
+			last = j
+		}
+	}
+	if last < it.start {
+		return false
+	}
+	t := r.toks[last]
+	switch {
+	case (t.kind == tkIdent && !r.isAny(last, notAlias) || t.kind == tkQuoted || t.kind == tkString) &&
+		last > it.start && r.punct(last-1, ')'):
+		return true // f(...) name: it has its own name
+	case r.punct(last, ')') || t.kind == tkNumber:
+	case (t.kind == tkIdent || t.kind == tkQuoted || t.kind == tkParam) && last > it.start &&
+		r.toks[last-1].kind == tkPunct && !r.punct(last-1, ')'):
+		// an operand after an operator, not an alias
+	default:
+		return false
+	}
+	start, stop := int(r.toks[it.start].start), int(t.end)
+	if stop-start > 256 {
+		return false // longer than MariaDB's longest alias
+	}
+	r.edits = append(r.edits, idEdit{start: stop, end: stop, alias: true, from: start})
+	return true
 }
 
 // connectAttrs records the edit for performance_schema's connect-attrs
@@ -325,20 +412,26 @@ func (r *idRewriter) connectionID(i int) bool {
 		inAnyList = inAnyList || in
 	}
 	if inAnyList {
-		// Only a whole select-list item keeps its meaning and its name.
-		itemStart := r.punct(i-1, ',') || r.is(i-1, "SELECT") || r.isAny(i-1, selectModifiers) && r.is(i-2, "SELECT")
-		if !r.inList[depth] || !itemStart {
-			return false
+		// A whole select-list item keeps its name with an alias of its
+		// own; the items it is part of, at this depth or outer ones
+		// (subqueries), get theirs when they end.
+		whole := r.inList[depth] && r.items[depth].start == i
+		if whole {
+			j := i + 3
+			switch {
+			case j == len(r.toks) || r.punct(j, ',') || r.punct(j, ')') || r.punct(j, ';') ||
+				r.isAny(j, selectListEnd):
+				e.aliased = false
+			case r.is(j, "AS") || r.toks[j].kind == tkQuoted || r.toks[j].kind == tkString ||
+				r.toks[j].kind == tkIdent && !r.isAny(j, notAlias):
+			default:
+				whole = false // an operator follows: part of a larger expression
+			}
 		}
-		j := i + 3
-		switch {
-		case j == len(r.toks) || r.punct(j, ',') || r.punct(j, ')') || r.punct(j, ';') ||
-			r.isAny(j, selectListEnd):
-			e.aliased = false
-		case r.is(j, "AS") || r.toks[j].kind == tkQuoted || r.toks[j].kind == tkString ||
-			r.toks[j].kind == tkIdent && !r.isAny(j, notAlias):
-		default:
-			return false // an operator follows: part of a larger expression
+		for d, in := range r.inList {
+			if in && (d < depth || !whole) {
+				r.items[d].renamed = true
+			}
 		}
 	}
 	r.edits = append(r.edits, e)

@@ -101,6 +101,8 @@ type Relay struct {
 	// then does the cursor-exists status bit after the column definitions
 	// mean that no rows follow. (MariaDB also sets that bit on result sets
 	// of a CALL whose procedure has a cursor open; their rows follow.)
+	// An ERR right after the definitions then stands where their EOF
+	// would be: the statement failed while MariaDB materialized it.
 	Cursor bool
 	// StatusHint is the session's status, used for the EOF packet a
 	// classic client expects after column definitions when the backend

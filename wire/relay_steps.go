@@ -246,11 +246,14 @@ func (r *Relay) errPacket(pk *packet) error {
 		rs.step = stepDone
 		return r.drop(pk)
 	}
-	if rs.defsEnded {
+	if rs.defsEnded && !(r.Cursor && rs.kind == ResponseQuery) {
 		if err := r.definitionsEOFForClassic(); err != nil {
 			return err
 		}
 	}
+	// (A statement run for a cursor that fails while MariaDB
+	// materializes it has its ERR where the EOF after the definitions
+	// would be: the classic client gets no EOF first.)
 	rs.step = stepDone
 	return r.forward(pk)
 }
