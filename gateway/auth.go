@@ -77,7 +77,9 @@ func (ss *Session) handshake() error {
 	}
 	ss.user = user
 	ss.owner.Store(&user.User)
+	ss.endParked()
 	ss.cluster = ss.srv.clusters[user.Cluster]
+	ss.home, ss.txnMode = ss.cluster, user.TransactionMode
 	ss.collation = resp.Collation
 	ss.resetState()
 	if resp.Database != "" {

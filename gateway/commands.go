@@ -61,7 +61,9 @@ func (ss *Session) comChangeUser(p []byte) error {
 	ss.closeCursors()
 	ss.user = user
 	ss.owner.Store(&user.User)
+	ss.endParked()
 	ss.cluster = ss.srv.clusters[user.Cluster]
+	ss.home, ss.txnMode = ss.cluster, user.TransactionMode
 	ss.replica = nil
 	if req.Collation != 0 {
 		ss.collation = req.Collation

@@ -152,6 +152,10 @@ type metrics struct {
 	offloads  [numOffloadReasons]prometheus.Counter
 	connWaits [numConnWaitOutcomes]prometheus.Counter
 
+	// spans counts transactions over several clusters by mode and
+	// outcome.
+	spans *prometheus.CounterVec
+
 	sampler *statusSampler
 }
 
@@ -224,7 +228,11 @@ func newMetrics(s *Server) *metrics {
 	for o := range numConnWaitOutcomes {
 		m.connWaits[o] = connWaits.WithLabelValues(o.String())
 	}
-	m.reg.MustRegister(accepted, rejected, statements, latency, owner, disagree, m.diagCaptures, m.diagAnswers,
+	m.spans = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "directgate_cross_cluster_transactions_total",
+		Help: "Transactions that ran statements on two clusters or more, by transaction_mode (multi, twopc) and outcome (commit; rollback: rolled back by the client or after a failure before anything committed; partial: multi only, committed on some clusters and not on others; unknown: twopc, prepared, left to the resolver).",
+	}, []string{"mode", "outcome"})
+	m.reg.MustRegister(m.spans, accepted, rejected, statements, latency, owner, disagree, m.diagCaptures, m.diagAnswers,
 		offloads, connWaits, loopCollector{s: s},
 		&stateCollector{s: s, m: m}, sheddingCollector{s: s},
 		collectors.NewGoCollector(),
@@ -284,6 +292,14 @@ func (m *metrics) offload(r offloadReason) {
 func (m *metrics) connWait(o connWaitOutcome) {
 	if m != nil {
 		m.connWaits[o].Inc()
+	}
+}
+
+// spanEnded counts one transaction over several clusters, ended with
+// outcome in mode.
+func (m *metrics) spanEnded(mode, outcome string) {
+	if m != nil {
+		m.spans.WithLabelValues(mode, outcome).Inc()
 	}
 }
 

@@ -35,8 +35,11 @@ type Server struct {
 	// clusters never change after New; clusterNames keeps their order.
 	clusters     map[string]*cluster
 	clusterNames []string
-	health       *healthcheck.Observer
-	reloadMu     sync.Mutex
+	// dbs maps databases to clusters (clusters[].databases); nil when
+	// every statement stays on its session's cluster.
+	dbs      *dbMap
+	health   *healthcheck.Observer
+	reloadMu sync.Mutex
 	// tls is what the gateway offers clients; a reload swaps it.
 	tls atomic.Pointer[clientTLS]
 	// auth checks client passwords and holds caching_sha2_password's
@@ -155,6 +158,7 @@ func New(cfg *config.Config, log hclog.Logger, opts ...Option) (*Server, error) 
 		s.clusters[c.Name] = cl
 		s.clusterNames = append(s.clusterNames, c.Name)
 	}
+	s.dbs = newDBMap(cfg, s.clusters)
 	h := cfg.Health
 	s.health, err = healthcheck.New(healthcheck.Config{
 		Interval:  h.Interval,

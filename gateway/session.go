@@ -83,13 +83,14 @@ type Session struct {
 	cancel context.CancelFunc
 
 	// The parts, each with one job (and its own file):
-	clientSide    // the client's socket, protocol and status (session.go)
-	replayState   // what any backend connection can be brought to (state.go)
-	routeState    // where reads go, the sticky replica, causal reads (route.go)
-	leaseState    // the backend connection held and why (pins.go)
-	preparedStmts // binary-protocol prepared statements (stmt.go)
-	consolSession // query consolidation (consolidation.go)
-	sessionView   // what other goroutines read (shutdown, KILL, status)
+	clientSide      // the client's socket, protocol and status (session.go)
+	replayState     // what any backend connection can be brought to (state.go)
+	routeState      // where reads go, the sticky replica, causal reads (route.go)
+	leaseState      // the backend connection held and why (pins.go)
+	preparedStmts   // binary-protocol prepared statements (stmt.go)
+	consolSession   // query consolidation (consolidation.go)
+	sessionClusters // its part in several clusters (clusters.go)
+	sessionView     // what other goroutines read (shutdown, KILL, status)
 
 	relay wire.Relay
 	// diag is what the previous statement left for ROW_COUNT(),
@@ -542,6 +543,14 @@ func (ss *Session) comQuery(p []byte) error {
 			return err
 		}
 	}
+	if route.Kind == querypath.KindSet && ss.setsTxnMode(route) || route.Kind == querypath.KindRead && readsTxnMode(sql) {
+		return ss.txnModeStatement(sql, route)
+	}
+	if ss.srv.dbs != nil {
+		if handled, err := ss.routeClusters(sql, route); handled {
+			return err
+		}
+	}
 	if or, ai := ss.routeOwner(ss.db, route); or != ownerNone {
 		return ss.comQueryOwner(sql, p, route, or, ai)
 	}
@@ -603,6 +612,11 @@ func (ss *Session) useTarget(db string, t target) error {
 	}
 	ss.lastOK = false
 	p := append([]byte{wire.ComInitDB}, db...)
+	if ss.srv.dbs != nil {
+		if handled, err := ss.routeClusters("", querypath.Route{Kind: querypath.KindUse, Database: db}); handled {
+			return err
+		}
+	}
 	if err := ss.run(p, querypath.Route{Kind: querypath.KindUse, Database: db}, wire.ResponseOK); err != nil {
 		return err
 	}
@@ -932,16 +946,16 @@ func (ss *Session) sync(conn *backendConn) error {
 			ss.nextState()
 		}
 	}
-	if conn.db != ss.db {
-		if ss.db == "" {
+	if db := ss.connDB(); conn.db != db {
+		if db == "" {
 			if err := conn.changeUserNoDB(); err != nil {
 				return err
 			}
 		} else {
-			if _, err := conn.SimpleCommand(append([]byte{wire.ComInitDB}, ss.db...)); err != nil {
+			if _, err := conn.SimpleCommand(append([]byte{wire.ComInitDB}, db...)); err != nil {
 				return err
 			}
-			conn.db = ss.db
+			conn.db = db
 		}
 	}
 	if conn.multiStmt != ss.multiStmt {
@@ -1012,6 +1026,11 @@ func copyVars(m map[string]string) map[string]string {
 // connection that holds another session's (once per lease: then the
 // connection holds the session's truth).
 func (ss *Session) prepareStatement(conn *backendConn, route querypath.Route, sql []byte, pinned bool) error {
+	if ss.join != "" {
+		if err := ss.joinTxn(conn); err != nil {
+			return err
+		}
+	}
 	if conn.warnListed && ss.diag.onConn&diagWarnings == 0 && (route.MultiStatement || isCall(sql)) {
 		// The connection holds warnings that are not the session's (its
 		// last user's), and the server decides what this statement
@@ -1339,7 +1358,7 @@ func (ss *Session) setPins(p pinSet) {
 	}
 	old := ss.pins
 	ss.pins = p
-	if txn := p&pinTxn != 0; txn != ss.inTxn.Load() {
+	if txn := p&pinTxn != 0 || ss.txn.active; txn != ss.inTxn.Load() {
 		ss.inTxn.Store(txn)
 	}
 	if sticky := p &^ transientPins; sticky != old&^transientPins {
@@ -1528,6 +1547,7 @@ func (ss *Session) dropLease() {
 func (ss *Session) end() {
 	ss.releaseHotRows()
 	ss.gtidPending = false
+	ss.endParked()
 	if ss.lease == nil {
 		return
 	}
@@ -1551,6 +1571,11 @@ func (ss *Session) comInitDB(p []byte) error {
 		return ss.useTarget(db, t)
 	}
 	route := querypath.Route{Kind: querypath.KindUse, Database: string(p[1:])}
+	if ss.srv.dbs != nil {
+		if handled, err := ss.routeClusters("", route); handled {
+			return err
+		}
+	}
 	return ss.run(p, route, wire.ResponseOK)
 }
 
