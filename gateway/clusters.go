@@ -4,8 +4,10 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/directgate/directgate/config"
+	"github.com/directgate/directgate/internal/twopc"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
 )
@@ -120,6 +122,12 @@ type spanTxn struct {
 	// parts are the clusters the transaction has run statements on, in
 	// order.
 	parts []*cluster
+	// xa says the transaction runs as MariaDB XA on each participant
+	// (transaction_mode twopc, twopc.go), gtrid is its id, and start is
+	// when it began.
+	xa    bool
+	gtrid string
+	start time.Time
 }
 
 // has reports whether c is a participant.
@@ -191,6 +199,9 @@ func (ss *Session) placeStatement(sql, db string, route querypath.Route) *wire.S
 		e = ss.joinable()
 		if e == nil {
 			ss.join = ss.txn.begin
+			if ss.txn.xa {
+				ss.join = "XA START " + ss.txn.xid(ss.cluster)
+			}
 		}
 	}
 	return e
@@ -245,7 +256,7 @@ func (ss *Session) joinable() *wire.SQLError {
 		return errTxnSingle(ss.txn.parts[0], ss.cluster, "a transaction over two clusters in transaction_mode single")
 	}
 	if len(ss.txn.parts) > 0 && ss.txn.mode == config.TxnTwoPC {
-		return errTxnSingle(ss.txn.parts[0], ss.cluster, "a transaction over two clusters in transaction_mode twopc yet")
+		return ss.twopcJoinable()
 	}
 	return nil
 }
@@ -368,10 +379,19 @@ func (ss *Session) beginSpan(sql string) error {
 	} else if ss.status&wire.StatusInTrans != 0 {
 		return ss.commitThenBegin(sql)
 	}
-	ss.txn = spanTxn{active: true, mode: ss.txnMode, begin: strings.Clone(sql), parts: ss.txn.parts[:0]}
+	ss.newSpan(sql)
 	ss.status |= wire.StatusInTrans
 	ss.srv.metrics.statement(routeLocal, outcomeOK, 0)
 	return ss.writeOK(wire.OK{Status: ss.status})
+}
+
+// newSpan begins a span transaction as the client's sql BEGIN says.
+func (ss *Session) newSpan(sql string) {
+	mode, xa := ss.txnModeOf(sql)
+	ss.txn = spanTxn{active: true, mode: mode, begin: strings.Clone(sql), parts: ss.txn.parts[:0], xa: xa, start: ss.now}
+	if xa {
+		ss.txn.gtrid = twopc.NewGTRID(ss.now)
+	}
 }
 
 // commitThenBegin runs a BEGIN where the server holds an open
@@ -410,6 +430,9 @@ func (ss *Session) joinTxn(conn *backendConn) error {
 // transaction_mode says.
 func (ss *Session) endSpan(sql string, route querypath.Route) (bool, error) {
 	t := &ss.txn
+	if t.xa && len(t.parts) > 0 {
+		return true, ss.endXAStatement(route)
+	}
 	switch len(t.parts) {
 	case 0:
 		ss.txn.active = false
@@ -444,16 +467,32 @@ func (ss *Session) endSpan(sql string, route querypath.Route) (bool, error) {
 	if err != nil {
 		return true, ss.writeSpanErr(err)
 	}
+	return true, ss.spanEnded(route)
+}
+
+// endXAStatement answers COMMIT or ROLLBACK of an XA span transaction.
+func (ss *Session) endXAStatement(route querypath.Route) error {
+	if err := ss.endXA(route.Kind == querypath.KindCommit); err != nil {
+		ss.status &^= wire.StatusInTrans | wire.StatusInTransReadonly
+		return ss.writeSpanErr(err)
+	}
+	return ss.spanEnded(route)
+}
+
+// spanEnded answers the COMMIT or ROLLBACK that ended a span transaction
+// at the gateway: OK, a new transaction with AND CHAIN, the session's end
+// with RELEASE.
+func (ss *Session) spanEnded(route querypath.Route) error {
 	ss.status &^= wire.StatusInTrans | wire.StatusInTransReadonly
 	if route.Chain {
-		ss.txn = spanTxn{active: true, mode: ss.txnMode, begin: "START TRANSACTION", parts: ss.txn.parts[:0]}
+		ss.newSpan("START TRANSACTION")
 		ss.status |= wire.StatusInTrans
 	}
 	ss.srv.metrics.statement(routeLocal, outcomeOK, 0)
 	if err := ss.writeOK(wire.OK{Status: ss.status}); err != nil || !route.Release {
-		return true, err
+		return err
 	}
-	return true, errReleased
+	return errReleased
 }
 
 // errReleased ends a session whose COMMIT RELEASE or ROLLBACK RELEASE
@@ -518,6 +557,9 @@ func (ss *Session) rollbackSpan() {
 // says a BEGIN does it).
 func (ss *Session) commitSpan(implicit bool) error {
 	_ = implicit
+	if ss.txn.xa && len(ss.txn.parts) > 0 {
+		return ss.endXA(true)
+	}
 	if len(ss.txn.parts) < 2 {
 		var err error
 		ss.onParticipant(func(*cluster) { err = ss.endOnConn("COMMIT") })

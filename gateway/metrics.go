@@ -155,6 +155,8 @@ type metrics struct {
 	// spans counts transactions over several clusters by mode and
 	// outcome.
 	spans *prometheus.CounterVec
+	// prepares counts twopc prepare phases by outcome.
+	prepares [2]prometheus.Counter
 
 	sampler *statusSampler
 }
@@ -232,7 +234,12 @@ func newMetrics(s *Server) *metrics {
 		Name: "directgate_cross_cluster_transactions_total",
 		Help: "Transactions that ran statements on two clusters or more, by transaction_mode (multi, twopc) and outcome (commit; rollback: rolled back by the client or after a failure before anything committed; partial: multi only, committed on some clusters and not on others; unknown: twopc, prepared, left to the resolver).",
 	}, []string{"mode", "outcome"})
-	m.reg.MustRegister(m.spans, accepted, rejected, statements, latency, owner, disagree, m.diagCaptures, m.diagAnswers,
+	prepares := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "directgate_twopc_prepares_total",
+		Help: "Prepare phases of twopc commits (XA END and XA PREPARE on every participant) by outcome (ok; failed: a participant refused or was lost, and every participant was rolled back).",
+	}, []string{"outcome"})
+	m.prepares[0], m.prepares[1] = prepares.WithLabelValues("ok"), prepares.WithLabelValues("failed")
+	m.reg.MustRegister(m.spans, prepares, accepted, rejected, statements, latency, owner, disagree, m.diagCaptures, m.diagAnswers,
 		offloads, connWaits, loopCollector{s: s},
 		&stateCollector{s: s, m: m}, sheddingCollector{s: s},
 		collectors.NewGoCollector(),
@@ -300,6 +307,18 @@ func (m *metrics) connWait(o connWaitOutcome) {
 func (m *metrics) spanEnded(mode, outcome string) {
 	if m != nil {
 		m.spans.WithLabelValues(mode, outcome).Inc()
+	}
+}
+
+// twopcPrepare counts one prepare phase.
+func (m *metrics) twopcPrepare(ok bool) {
+	if m == nil {
+		return
+	}
+	if ok {
+		m.prepares[0].Inc()
+	} else {
+		m.prepares[1].Inc()
 	}
 }
 

@@ -37,9 +37,12 @@ type Server struct {
 	clusterNames []string
 	// dbs maps databases to clusters (clusters[].databases); nil when
 	// every statement stays on its session's cluster.
-	dbs      *dbMap
-	health   *healthcheck.Observer
-	reloadMu sync.Mutex
+	dbs *dbMap
+	// crashHook is the tests' hook at a twopc commit's points
+	// (WithCrashHook); nil in every normal run.
+	crashHook func(point string)
+	health    *healthcheck.Observer
+	reloadMu  sync.Mutex
 	// tls is what the gateway offers clients; a reload swaps it.
 	tls atomic.Pointer[clientTLS]
 	// auth checks client passwords and holds caching_sha2_password's
@@ -94,6 +97,7 @@ type Option func(*options)
 
 type options struct {
 	ownerLeader func(cluster string) forward.Leader
+	crashHook   func(point string)
 }
 
 // WithOwnerLeaders makes the clusters without an owner address forward
@@ -159,6 +163,7 @@ func New(cfg *config.Config, log hclog.Logger, opts ...Option) (*Server, error) 
 		s.clusterNames = append(s.clusterNames, c.Name)
 	}
 	s.dbs = newDBMap(cfg, s.clusters)
+	s.crashHook = o.crashHook
 	h := cfg.Health
 	s.health, err = healthcheck.New(healthcheck.Config{
 		Interval:  h.Interval,

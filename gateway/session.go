@@ -165,6 +165,9 @@ type sessionView struct {
 	stmtWaits stmtWaits
 	// proc is what SHOW PROCESSLIST shows of the session.
 	proc procInfo
+	// spanPublished is the session's transaction over clusters, nil
+	// none (transactions.go).
+	spanPublished atomic.Pointer[spanView]
 }
 
 // procInfo is the session's line in SHOW PROCESSLIST: its command, since
@@ -460,6 +463,9 @@ func (ss *Session) dispatch(p []byte) error {
 	}
 	if ss.txnThrottled && ss.status&wire.StatusInTrans == 0 {
 		ss.txnThrottled = false // the transaction is over
+	}
+	if ss.txn.active || ss.spanPublished.Load() != nil {
+		ss.publishSpan()
 	}
 	ss.proc.end(ss.db)
 	return err
@@ -1117,6 +1123,9 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 	}
 	if err != nil {
 		return err
+	}
+	if ss.txn.active && pins&pinTxn == 0 && ss.txn.has(ss.cluster) {
+		pins |= pinTxn // the transaction goes on here until the gateway ends it
 	}
 	ss.setPins(pins)
 	if ss.pins&stickyPins != 0 {
