@@ -308,11 +308,7 @@ func TestClustersMulti(t *testing.T) {
 	// The second cluster's connection dies before COMMIT: main commits,
 	// billing does not, and the error says so.
 	transfer(1)
-	var thread int64
-	if err := tc.bill.QueryRow("SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id <> 0").Scan(&thread); err != nil {
-		t.Fatal(err)
-	}
-	mustExec(t, tc.bill, fmt.Sprintf("KILL %d", thread))
+	killBackendConns(t, tc.billSr)
 	_, err := c.ExecContext(ctx, "COMMIT")
 	me := sqlErr(t, err, 1180, "HY000")
 	if !strings.Contains(me.Message, "committed on cluster main") || !strings.Contains(me.Message, "cluster billing") {

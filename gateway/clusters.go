@@ -351,14 +351,33 @@ func (ss *Session) eachParked(f func()) {
 	}
 }
 
+// letAllGo gives back every connection the session holds, on every
+// cluster, for a fresh session (COM_RESET_CONNECTION, COM_CHANGE_USER):
+// what they hold (a transaction) is reset away, and nothing of the last
+// statement is read back.
+func (ss *Session) letAllGo() {
+	if ss.lease != nil {
+		ss.lease.Conn().dirty = true
+		ss.lease.Conn().discard = ss.lease.Conn().discard || ss.txn.xa
+		ss.diag.onConn = 0
+		ss.releaseLease()
+	}
+	ss.endParked()
+}
+
 // endParked gives back the connections the session holds on other
 // clusters than its current one (the session ends, or starts anew): a
 // transaction there is rolled back by the reset.
 func (ss *Session) endParked() {
+	xa := ss.txn.xa
 	ss.eachParked(func() {
 		ss.join = ""
 		if ss.lease != nil {
 			ss.lease.Conn().dirty = true
+			// A connection with an XA branch is closed, not reset: the
+			// server rolls an active branch back, and keeps a prepared
+			// one for the resolver.
+			ss.lease.Conn().discard = ss.lease.Conn().discard || xa
 			ss.diag.onConn = 0
 			ss.releaseLease()
 		}
@@ -404,21 +423,14 @@ func (ss *Session) commitThenBegin(sql string) error {
 }
 
 // joinTxn opens the session's transaction on conn, the connection just
-// taken on a cluster that has not served the transaction yet.
+// taken (or held) on a cluster that has not served the transaction yet.
+// The caller deals with an error as with one of the connection's sync:
+// nothing of the client's statement ran.
 func (ss *Session) joinTxn(conn *backendConn) error {
-	begin := ss.join
-	ss.join = ""
-	if _, err := conn.Exec(begin); err != nil {
-		var sqlErr *wire.SQLError
-		if errors.As(err, &sqlErr) {
-			if ss.pins == 0 {
-				ss.releaseLease()
-			}
-			return err
-		}
-		ss.dropLease()
-		return backendLost(conn.addr, err)
+	if _, err := conn.Exec(ss.join); err != nil {
+		return err
 	}
+	ss.join = ""
 	ss.txn.parts = append(ss.txn.parts, ss.cluster)
 	ss.setPins(ss.pins | pinTxn)
 	return nil

@@ -52,11 +52,7 @@ func (ss *Session) comChangeUser(p []byte) error {
 	}
 	// A fresh session: the old one's connection is reset and released
 	// (what its last statement left dies with it: nothing to read back).
-	if ss.lease != nil {
-		ss.lease.Conn().dirty = true
-		ss.diag.onConn = 0
-		ss.releaseLease()
-	}
+	ss.letAllGo()
 	ss.setPins(0)
 	ss.closeCursors()
 	ss.user = user
@@ -88,6 +84,7 @@ func (ss *Session) resetState() {
 		ss.globals = ss.cluster.globals.Load()
 	}
 	ss.trackers = ss.defaultTrackers()
+	ss.txnMode = ss.user.TransactionMode
 	ss.txnState, ss.txnChars = "", ""
 	ss.stmts, ss.stmtBytes, ss.cursors = map[uint32]*stmt{}, 0, 0
 	ss.tempTables, ss.sqlStmts = map[string]struct{}{}, map[string]struct{}{}

@@ -406,7 +406,7 @@ func (ss *Session) loop() error {
 		Conn:       ss.client,
 		Wait:       &ss.wait,
 		KeepBuffer: keepReadBuffer,
-		Stop:       func() bool { return ss.srv.closing() && ss.pins&pinTxn == 0 },
+		Stop:       func() bool { return ss.srv.closing() && ss.pins&pinTxn == 0 && !ss.txn.active },
 		Idle: func() (time.Duration, error) {
 			ss.client.MaxPacket = ss.maxPacket()
 			if err := ss.holdLastResult(); err != nil {
@@ -456,7 +456,7 @@ func (ss *Session) dispatch(p []byte) error {
 	}
 	ss.proc.begin(p, ss.db, ss.now)
 	err := ss.dispatchCommand(p)
-	if len(ss.hotHeld) > 0 && ss.pins&pinTxn == 0 {
+	if len(ss.hotHeld) > 0 && ss.pins&pinTxn == 0 && !ss.txn.active {
 		// The transaction is over, as the server reported: its rows are
 		// free for the next ones.
 		ss.releaseHotRows()
@@ -792,6 +792,17 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 					return nil, err
 				}
 			}
+			if ss.join != "" {
+				if err := ss.joinTxn(conn); err != nil {
+					var sqlErr *wire.SQLError
+					if !errors.As(err, &sqlErr) {
+						ss.dropLease()
+						ss.lostBackendState()
+						return nil, backendLost(conn.addr, err)
+					}
+					return nil, err
+				}
+			}
 			return conn, nil
 		}
 	}
@@ -867,6 +878,10 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 		}
 		if err == nil && conn.syncedState != ss.stateID {
 			err = ss.sync(conn)
+		}
+		if err == nil && ss.join != "" {
+			// The session's transaction begins here (clusters.go).
+			err = ss.joinTxn(conn)
 		}
 		if err != nil {
 			var sqlErr *wire.SQLError
@@ -1032,11 +1047,6 @@ func copyVars(m map[string]string) map[string]string {
 // connection that holds another session's (once per lease: then the
 // connection holds the session's truth).
 func (ss *Session) prepareStatement(conn *backendConn, route querypath.Route, sql []byte, pinned bool) error {
-	if ss.join != "" {
-		if err := ss.joinTxn(conn); err != nil {
-			return err
-		}
-	}
 	if conn.warnListed && ss.diag.onConn&diagWarnings == 0 && (route.MultiStatement || isCall(sql)) {
 		// The connection holds warnings that are not the session's (its
 		// last user's), and the server decides what this statement
@@ -1556,6 +1566,9 @@ func (ss *Session) dropLease() {
 func (ss *Session) end() {
 	ss.releaseHotRows()
 	ss.gtidPending = false
+	if ss.txn.xa && ss.lease != nil {
+		ss.lease.Conn().discard = true // closed, not reset, with its XA branch
+	}
 	ss.endParked()
 	if ss.lease == nil {
 		return
@@ -1609,11 +1622,7 @@ func (ss *Session) comSetOption(p []byte) error {
 // connection: pins end (the backend connection is reset), variables return
 // to their defaults, the default database stays.
 func (ss *Session) comResetConnection() error {
-	if ss.lease != nil {
-		ss.lease.Conn().dirty = true
-		ss.diag.onConn = 0 // a fresh session: nothing to read back
-		ss.releaseLease()
-	}
+	ss.letAllGo()
 	ss.closeCursors()
 	db, t := ss.db, ss.target
 	ss.resetState()

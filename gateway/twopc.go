@@ -121,10 +121,7 @@ func (ss *Session) endXA(commit bool) error {
 	defer func() { ss.txn = spanTxn{parts: ss.txn.parts[:0]} }()
 	switch {
 	case !commit:
-		ss.onParticipant(func(c *cluster) {
-			_ = ss.xaRun("XA END "+t.xid(c), "XA ROLLBACK "+t.xid(c))
-			ss.letGo(false)
-		})
+		ss.onParticipant(func(c *cluster) { ss.rollbackBranch(t, c, false) })
 		if len(t.parts) > 1 {
 			ss.srv.metrics.spanEnded(t.mode, "rollback")
 		}
@@ -134,7 +131,8 @@ func (ss *Session) endXA(commit bool) error {
 		ss.onParticipant(func(c *cluster) {
 			err = ss.xaRun("XA END "+t.xid(c), "XA COMMIT "+t.xid(c)+" ONE PHASE")
 			if err != nil {
-				_ = ss.xaRun("XA ROLLBACK " + t.xid(c))
+				ss.rollbackBranch(t, c, true)
+				return
 			}
 			ss.letGo(false)
 		})
@@ -238,15 +236,25 @@ func (ss *Session) commitTwoPC(t spanTxn) error {
 // rollbackPrepared rolls back every participant of t: prepared ones and
 // ones still active.
 func (ss *Session) rollbackPrepared(t spanTxn, prepared map[*cluster]bool) {
-	ss.onParticipant(func(c *cluster) {
-		if prepared[c] {
-			_ = ss.xaRun("XA ROLLBACK " + t.xid(c))
-		} else {
-			_ = ss.xaRun("XA END " + t.xid(c))
-			_ = ss.xaRun("XA ROLLBACK " + t.xid(c))
-		}
-		ss.letGo(prepared[c])
-	})
+	ss.onParticipant(func(c *cluster) { ss.rollbackBranch(t, c, prepared[c]) })
+}
+
+// rollbackBranch rolls back t's branch on c, the session's current
+// cluster (ended says XA END already ran, or it was prepared), and lets
+// the connection go. A connection where that failed is closed, not
+// pooled: the server rolls back what it still holds, and keeps a
+// prepared branch for the resolver.
+func (ss *Session) rollbackBranch(t spanTxn, c *cluster, ended bool) {
+	var err error
+	if !ended {
+		err = ss.xaRun("XA END " + t.xid(c))
+	}
+	if err2 := ss.xaRun("XA ROLLBACK " + t.xid(c)); err2 != nil || err != nil {
+		ss.log.Debug("rollback of an XA branch failed; closing its connection", "cluster", c.name, "gtrid", t.gtrid, "end", err, "rollback", err2)
+		ss.letGo(true)
+		return
+	}
+	ss.letGo(ended)
 }
 
 // twopcJoinable says whether a twopc span transaction may take in another
