@@ -94,7 +94,7 @@ func (st *twopcStack) gatewayProcess(t *testing.T, crash string) (*exec.Cmd, str
 // crashPointEnv is the gateway's test crash hook (cmd/gateway/crash.go).
 const crashPointEnv = "DIRECTGATE_CRASH_POINT"
 
-// killBackendConns kills, as root, every connection of the backend
+// killBackendConns kills, as root, every idle connection of the backend
 // account on srv: the gateway's, and the test's own (database/sql
 // reconnects). (information_schema.INNODB_TRX is a cache refreshed every
 // 100 ms: it cannot tell which connection holds a transaction.)
@@ -105,22 +105,7 @@ func killBackendConns(t *testing.T, srv interface{ RootDB() (*sql.DB, error) }) 
 		t.Fatal(err)
 	}
 	defer root.Close()
-	rows, err := root.Query("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ?", backendUser)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	for _, id := range ids {
-		_, _ = root.Exec(fmt.Sprintf("KILL %d", id))
-	}
+	killIdle(t, root, backendUser)
 }
 
 // prepared counts the gateway's XA branches prepared on db.
