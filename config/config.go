@@ -991,6 +991,16 @@ func (c *Config) Validate() error {
 	if c.TwoPC.ResolveAfter < 0 {
 		bad("twopc.resolve_after", "must be positive")
 	}
+	for i, u := range c.Users {
+		if u.TransactionMode != TxnTwoPC || c.FromEtcd() {
+			continue
+		}
+		for _, cl := range c.Clusters {
+			if cl.Name == c.TwoPC.LogCluster && cl.Owner == "" {
+				bad(fmt.Sprintf("users[%d].transaction_mode", i), "twopc needs an owner of cluster %s (twopc.log_cluster), which keeps the coordinator log: set its owner key", cl.Name)
+			}
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -159,6 +159,8 @@ clusters:
   - {name: b, backend_user: g, backends: ["h:1"]}`: "clusters[1].backends[0]",
 		`users: [{user: a}, {user: a}]
 clusters: [{name: main, backend_user: g, backends: ["h:1"]}]`: "users[1].user",
+		`users: [{user: app, transaction_mode: twopc}]
+clusters: [{name: main, backend_user: g, backends: ["h:1"]}]`: "users[0].transaction_mode",
 		`users: [{user: app, transaction_mode: xa}]
 clusters: [{name: main, backend_user: g, backends: ["h:1"]}]`: "users[0].transaction_mode",
 		`users: [{user: app}]
