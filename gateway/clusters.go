@@ -608,17 +608,23 @@ func (ss *Session) commitMulti() error {
 	case firstErr == nil:
 		ss.srv.metrics.spanEnded(mode, "commit")
 		return nil
-	case len(committed) == 0:
+	}
+	var lost *wire.BackendError
+	unknown := errors.As(firstErr, &lost)
+	if len(committed) == 0 && !unknown {
 		ss.srv.metrics.spanEnded(mode, "rollback")
 		return firstErr // the backend's own error: nothing committed
 	}
 	ss.srv.metrics.spanEnded(mode, "partial")
 	outcome := "not committed"
-	var lost *wire.BackendError
-	if errors.As(firstErr, &lost) {
+	if unknown {
 		outcome = "outcome unknown (the connection was lost during its COMMIT)"
 	}
-	msg := "transaction_mode multi: committed on cluster " + strings.Join(committed, ", ") + "; on cluster " + failed + " " + outcome + ": " + firstErr.Error()
+	msg := "transaction_mode multi: "
+	if len(committed) > 0 {
+		msg += "committed on cluster " + strings.Join(committed, ", ") + "; "
+	}
+	msg += "on cluster " + failed + " " + outcome + ": " + firstErr.Error()
 	if len(rest) > 0 {
 		msg += "; rolled back on cluster " + strings.Join(rest, ", ")
 	}
@@ -628,7 +634,11 @@ func (ss *Session) commitMulti() error {
 // isShowDatabases reports whether sql is SHOW DATABASES or SHOW SCHEMAS
 // (with LIKE or WHERE).
 func isShowDatabases(sql string) bool {
-	f := strings.Fields(sql)
+	t := strings.TrimLeft(sql, " \t\r\n")
+	if len(t) < 4 || !strings.EqualFold(t[:4], "show") {
+		return false // most statements: no allocation
+	}
+	f := strings.Fields(t)
 	return len(f) >= 2 && strings.EqualFold(f[0], "show") &&
 		(strings.EqualFold(strings.TrimRight(f[1], ";"), "databases") || strings.EqualFold(strings.TrimRight(f[1], ";"), "schemas"))
 }

@@ -60,16 +60,18 @@ func TestStatementCluster(t *testing.T) {
 	}
 }
 
-// With several clusters, placing a statement without qualified names on
+// With several clusters, routing a statement without qualified names on
 // the session's cluster allocates nothing.
-func TestPlaceStatementAllocatesNothing(t *testing.T) {
+func TestRouteClustersAllocatesNothing(t *testing.T) {
 	ss := twoClusterSession(t)
-	route := ss.srv.classifier.Classify(benchQueries[0])
-	if n := testing.AllocsPerRun(100, func() {
-		if e := ss.placeStatement(benchQueries[0], ss.db, route); e != nil {
-			t.Fatal(e)
+	for _, q := range benchQueries {
+		route := ss.srv.classifier.Classify(q)
+		if n := testing.AllocsPerRun(100, func() {
+			if handled, err := ss.routeClusters(q, route); handled || err != nil {
+				t.Fatal(handled, err)
+			}
+		}); n != 0 {
+			t.Errorf("%q: %v allocations per statement, want 0", q, n)
 		}
-	}); n != 0 {
-		t.Errorf("%v allocations per statement, want 0", n)
 	}
 }
