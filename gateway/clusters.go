@@ -433,6 +433,7 @@ func (ss *Session) joinTxn(conn *backendConn) error {
 	ss.join = ""
 	ss.txn.parts = append(ss.txn.parts, ss.cluster)
 	ss.setPins(ss.pins | pinTxn)
+	ss.publishSpan() // before the statement's answer: SHOW GATEWAY TRANSACTIONS sees it
 	return nil
 }
 

@@ -464,8 +464,8 @@ func (ss *Session) dispatch(p []byte) error {
 	if ss.txnThrottled && ss.status&wire.StatusInTrans == 0 {
 		ss.txnThrottled = false // the transaction is over
 	}
-	if ss.txn.active || ss.spanPublished.Load() != nil {
-		ss.publishSpan()
+	if ss.spanPublished.Load() != nil && (!ss.txn.active || len(ss.txn.parts) == 0) {
+		ss.spanPublished.Store(nil) // the transaction ended
 	}
 	ss.proc.end(ss.db)
 	return err
