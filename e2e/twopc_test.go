@@ -309,6 +309,22 @@ func TestTwoPC(t *testing.T) {
 			t.Errorf("ledger after the client left: %v", got)
 		}
 	}
+	// Nothing run: COMMIT is the gateway's. AND CHAIN goes on in a new
+	// transaction over both clusters.
+	run(t, c, "BEGIN")
+	run(t, c, "COMMIT")
+	run(t, c, "BEGIN")
+	run(t, c, "UPDATE acct SET bal = bal - 1 WHERE id = 1")
+	run(t, c, "UPDATE "+st.billDB+".acct SET bal = bal + 1 WHERE id = 1")
+	run(t, c, "COMMIT AND CHAIN")
+	run(t, c, "UPDATE acct SET bal = 0 WHERE id = 1")
+	run(t, c, "UPDATE "+st.billDB+".acct SET bal = 0 WHERE id = 1")
+	run(t, c, "ROLLBACK")
+	mustExec(t, st.main, "UPDATE acct SET bal = bal + 1 WHERE id = 1")
+	mustExec(t, st.bill, "UPDATE acct SET bal = bal - 1 WHERE id = 1")
+	if got := st.checkBank(t); len(got) != 2 {
+		t.Errorf("ledger after COMMIT AND CHAIN: %v", got)
+	}
 	// A transaction with characteristics cannot be XA: it stays on one
 	// cluster.
 	run(t, c, "START TRANSACTION READ WRITE")

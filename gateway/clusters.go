@@ -156,7 +156,7 @@ func (ss *Session) routeClusters(sql string, route querypath.Route) (handled boo
 		}
 	case querypath.KindCommit, querypath.KindRollback:
 		if ss.txn.active && !route.MultiStatement {
-			return ss.endSpan(sql, route)
+			return ss.endSpan(route)
 		}
 		return false, nil
 	case querypath.KindShowWarnings:
@@ -392,7 +392,7 @@ func (ss *Session) endParked() {
 // first, as MariaDB does.
 func (ss *Session) beginSpan(sql string) error {
 	if ss.txn.active {
-		if err := ss.commitSpan(true); err != nil {
+		if err := ss.commitSpan(); err != nil {
 			return ss.writeSpanErr(err)
 		}
 	} else if ss.status&wire.StatusInTrans != 0 {
@@ -441,24 +441,16 @@ func (ss *Session) joinTxn(conn *backendConn) error {
 // on one cluster ends there as the client wrote it; one that ran nowhere
 // ends at the gateway; one over several clusters ends on each, as its
 // transaction_mode says.
-func (ss *Session) endSpan(sql string, route querypath.Route) (bool, error) {
+func (ss *Session) endSpan(route querypath.Route) (bool, error) {
 	t := &ss.txn
 	if t.xa && len(t.parts) > 0 {
 		return true, ss.endXAStatement(route)
 	}
 	switch len(t.parts) {
 	case 0:
+		// Nothing ran: the gateway ends it.
 		ss.txn.active = false
-		ss.status &^= wire.StatusInTrans | wire.StatusInTransReadonly
-		if route.Chain {
-			ss.txn.active = true
-			ss.status |= wire.StatusInTrans
-		}
-		ss.srv.metrics.statement(routeLocal, outcomeOK, 0)
-		if err := ss.writeOK(wire.OK{Status: ss.status}); err != nil || !route.Release {
-			return true, err
-		}
-		return true, errReleased
+		return true, ss.spanEnded(route)
 	case 1:
 		if c := t.parts[0]; c != ss.cluster {
 			_ = ss.moveTo(c, false)
@@ -473,7 +465,7 @@ func (ss *Session) endSpan(sql string, route querypath.Route) (bool, error) {
 	}
 	var err error
 	if route.Kind == querypath.KindCommit {
-		err = ss.commitSpan(false)
+		err = ss.commitSpan()
 	} else {
 		ss.rollbackSpan()
 	}
@@ -566,10 +558,8 @@ func (ss *Session) rollbackSpan() {
 	ss.txn = spanTxn{parts: ss.txn.parts[:0]}
 }
 
-// commitSpan commits the span transaction over its clusters (implicit
-// says a BEGIN does it).
-func (ss *Session) commitSpan(implicit bool) error {
-	_ = implicit
+// commitSpan commits the span transaction over its clusters.
+func (ss *Session) commitSpan() error {
 	if ss.txn.xa && len(ss.txn.parts) > 0 {
 		return ss.endXA(true)
 	}
