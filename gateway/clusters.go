@@ -32,6 +32,8 @@ type dbMap struct {
 	// rest is the first cluster that lists no databases: it holds every
 	// database no cluster lists; nil when every cluster lists its own.
 	rest *cluster
+	// listing are the clusters that list their databases.
+	listing map[*cluster]bool
 	// order is every cluster in the configuration's order.
 	order []*cluster
 }
@@ -41,8 +43,7 @@ func newDBMap(cfg *config.Config, clusters map[string]*cluster) *dbMap {
 	if len(cfg.Clusters) < 2 {
 		return nil
 	}
-	m := &dbMap{listed: map[string]*cluster{}}
-	listing := false
+	m := &dbMap{listed: map[string]*cluster{}, listing: map[*cluster]bool{}}
 	for _, cc := range cfg.Clusters {
 		c := clusters[cc.Name]
 		m.order = append(m.order, c)
@@ -51,10 +52,10 @@ func newDBMap(cfg *config.Config, clusters map[string]*cluster) *dbMap {
 		}
 		for _, db := range cc.Databases {
 			m.listed[db] = c
-			listing = true
+			m.listing[c] = true
 		}
 	}
-	if !listing {
+	if len(m.listing) == 0 {
 		return nil
 	}
 	return m
@@ -73,7 +74,7 @@ func (m *dbMap) clusterOf(db string, home *cluster) *cluster {
 	if systemDB(db) {
 		return nil
 	}
-	if len(home.conf.Load().Databases) == 0 || m.rest == nil {
+	if !m.listing[home] || m.rest == nil {
 		return home
 	}
 	return m.rest

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -327,6 +328,9 @@ func (s *Server) Reload(cfg *config.Config) error {
 		cl.forgetKeys()
 		if c.Owner != before.Owner {
 			s.log.Warn("the owner address changes only with a restart", "cluster", c.Name, "running", before.Owner, "file", c.Owner)
+		}
+		if !slices.Equal(c.Databases, before.Databases) {
+			s.log.Warn("clusters[].databases changes only with a restart", "cluster", c.Name, "running", before.Databases, "file", c.Databases)
 		}
 	}
 	s.setUsers(cfg.Users)
