@@ -43,6 +43,9 @@ type Config struct {
 	Clusters []Cluster `yaml:"clusters"`
 	// Health configures backend discovery.
 	Health Health `yaml:"health"`
+	// TwoPC configures atomic commit across clusters (transaction_mode
+	// twopc): where the coordinator log lives and when the resolver acts.
+	TwoPC TwoPC `yaml:"twopc"`
 	// MaxAllowedPacket bounds a client packet in bytes. Default 64 MiB
 	// (the largest packet a client may send; larger ones close the client
 	// with error 1153).
@@ -138,7 +141,15 @@ type User struct {
 	BackendPasswordFile string `yaml:"backend_password_file"`
 	BackendPasswordEnv  string `yaml:"backend_password_env"`
 	// Cluster the user's sessions go to. Default: the first cluster.
+	// With clusters[].databases, it is the cluster of a session without
+	// a current database; statements go to the cluster of their tables.
 	Cluster string `yaml:"cluster"`
+	// TransactionMode is what a transaction that touches a second
+	// cluster does (clusters[].databases): "single" refuses the
+	// statement, "multi" commits each cluster in turn, "twopc" commits
+	// atomically (MariaDB XA and a coordinator log). Sessions change it
+	// with SET transaction_mode. Default single.
+	TransactionMode string `yaml:"transaction_mode"`
 	// MaxConnections bounds this user's client connections at once; more
 	// get error 1203. 0: no limit beyond max_client_connections.
 	MaxConnections int `yaml:"max_connections"`
@@ -249,6 +260,11 @@ type Cluster struct {
 	// Backends are host:port addresses, in any order: discovery finds the
 	// primary (the one serving backend with read_only off). At least one.
 	Backends []string `yaml:"backends"`
+	// Databases lists the databases the cluster holds: statements on
+	// their tables go to this cluster, whatever cluster the session
+	// started on. A database belongs to one cluster. Unset: the cluster
+	// holds every database no other cluster lists. Read at start.
+	Databases []string `yaml:"databases"`
 	// Pool sizes the connection pool of each backend.
 	Pool Pool `yaml:"pool"`
 	// MaxBackendStatements bounds the binary-protocol statements this
@@ -444,6 +460,30 @@ type HotRow struct {
 	DryRun Switch `yaml:"dry_run"`
 }
 
+// The values of User.TransactionMode.
+const (
+	// TxnSingle refuses a statement that would take a transaction to a
+	// second cluster.
+	TxnSingle = "single"
+	// TxnMulti commits the clusters of a transaction one after the other.
+	TxnMulti = "multi"
+	// TxnTwoPC commits them atomically: MariaDB XA on each, the decision
+	// made durable in the coordinator log first.
+	TxnTwoPC = "twopc"
+)
+
+// TwoPC configures atomic commit across clusters.
+type TwoPC struct {
+	// LogCluster is the cluster whose database keeps the coordinator
+	// log (table twopc.log, written by that cluster's owner process).
+	// Default: the first cluster.
+	LogCluster string `yaml:"log_cluster"`
+	// ResolveAfter is how long a prepared transaction may wait for its
+	// gateway before the leading owner's resolver commits or rolls it
+	// back by the log. Default 10s.
+	ResolveAfter time.Duration `yaml:"resolve_after"`
+}
+
 // OwnerTables are tables the owner serves, named "db.table".
 type OwnerTables struct {
 	// Sequences are Vitess-style sequence tables (one row id=0 with
@@ -583,6 +623,15 @@ func (c *Config) ApplyDefaults() {
 		if c.Users[i].Cluster == "" && len(c.Clusters) > 0 {
 			c.Users[i].Cluster = c.Clusters[0].Name
 		}
+		if c.Users[i].TransactionMode == "" {
+			c.Users[i].TransactionMode = TxnSingle
+		}
+	}
+	if c.TwoPC.LogCluster == "" && len(c.Clusters) > 0 {
+		c.TwoPC.LogCluster = c.Clusters[0].Name
+	}
+	if c.TwoPC.ResolveAfter == 0 {
+		c.TwoPC.ResolveAfter = 10 * time.Second
 	}
 	h := &c.Health
 	if h.Interval == 0 {
@@ -773,6 +822,7 @@ func (c *Config) Validate() error {
 		bad("clusters", "at least one cluster is required")
 	}
 	backends := map[string]string{}
+	databases := map[string]string{}
 	names := map[string]bool{}
 	for i, cl := range c.Clusters {
 		k := fmt.Sprintf("clusters[%d]", i)
@@ -798,6 +848,15 @@ func (c *Config) Validate() error {
 				bad(bk, "%q is already listed as %s: a backend belongs to one cluster, once", b, prev)
 			}
 			backends[b] = bk
+		}
+		for j, db := range cl.Databases {
+			dk := fmt.Sprintf("%s.databases[%d]", k, j)
+			if db == "" || strings.ContainsAny(db, "`./@") {
+				bad(dk, "%q is not a database name", db)
+			} else if prev, dup := databases[db]; dup {
+				bad(dk, "%q is already listed as %s: a database belongs to one cluster, once", db, prev)
+			}
+			databases[db] = dk
 		}
 		if *cl.MaxReplicaLag < 0 {
 			bad(k+".max_replica_lag", "must not be negative")
@@ -919,6 +978,27 @@ func (c *Config) Validate() error {
 		}
 		if u.Cluster != "" && !names[u.Cluster] {
 			bad(k+".cluster", "no cluster is named %q", u.Cluster)
+		}
+		switch u.TransactionMode {
+		case TxnSingle, TxnMulti, TxnTwoPC:
+		default:
+			bad(k+".transaction_mode", "%q is not single, multi or twopc", u.TransactionMode)
+		}
+	}
+	if c.TwoPC.LogCluster != "" && len(c.Clusters) > 0 && !names[c.TwoPC.LogCluster] {
+		bad("twopc.log_cluster", "no cluster is named %q", c.TwoPC.LogCluster)
+	}
+	if c.TwoPC.ResolveAfter < 0 {
+		bad("twopc.resolve_after", "must be positive")
+	}
+	for i, u := range c.Users {
+		if u.TransactionMode != TxnTwoPC || c.FromEtcd() {
+			continue
+		}
+		for _, cl := range c.Clusters {
+			if cl.Name == c.TwoPC.LogCluster && cl.Owner == "" {
+				bad(fmt.Sprintf("users[%d].transaction_mode", i), "twopc needs an owner of cluster %s (twopc.log_cluster), which keeps the coordinator log: set its owner key", cl.Name)
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -38,6 +38,9 @@ func TestDefaults(t *testing.T) {
 	if c.Users[0].Cluster != "main" {
 		t.Errorf("user cluster default %q", c.Users[0].Cluster)
 	}
+	if c.Users[0].TransactionMode != TxnSingle || c.TwoPC.LogCluster != "main" || c.TwoPC.ResolveAfter != 10*time.Second {
+		t.Errorf("transaction defaults: %q %+v", c.Users[0].TransactionMode, c.TwoPC)
+	}
 }
 
 func TestHotRowDefaults(t *testing.T) {
@@ -156,6 +159,19 @@ clusters:
   - {name: b, backend_user: g, backends: ["h:1"]}`: "clusters[1].backends[0]",
 		`users: [{user: a}, {user: a}]
 clusters: [{name: main, backend_user: g, backends: ["h:1"]}]`: "users[1].user",
+		`users: [{user: app, transaction_mode: twopc}]
+clusters: [{name: main, backend_user: g, backends: ["h:1"]}]`: "users[0].transaction_mode",
+		`users: [{user: app, transaction_mode: xa}]
+clusters: [{name: main, backend_user: g, backends: ["h:1"]}]`: "users[0].transaction_mode",
+		`users: [{user: app}]
+twopc: {log_cluster: nope}
+clusters: [{name: main, backend_user: g, backends: ["h:1"]}]`: "twopc.log_cluster",
+		`users: [{user: app}]
+clusters:
+  - {name: a, backend_user: g, backends: ["h:1"], databases: [demo]}
+  - {name: b, backend_user: g, backends: ["h:2"], databases: [billing, demo]}`: "clusters[1].databases[1]",
+		`users: [{user: app}]
+clusters: [{name: main, backend_user: g, backends: ["h:1"], databases: ["a.b"]}]`: "clusters[0].databases[0]",
 	}
 	for in, key := range cases {
 		_, err := Parse([]byte(in))

@@ -159,7 +159,14 @@ func freeAddr(t testing.TB) string {
 // startOwner runs `gateway owner` and waits until it accepts connections.
 func (o *ownerStack) startOwner(t *testing.T) {
 	t.Helper()
-	cmd := exec.Command(o.bin, "owner", "--config", o.config, "--cluster", "main", "--http-listen", o.httpAddr)
+	o.owner, o.ownerLog = startOwnerProcess(t, o.bin, o.config, o.ownerAddr, o.httpAddr)
+}
+
+// startOwnerProcess runs the owner of cluster main on config and waits
+// until it listens on addr.
+func startOwnerProcess(t *testing.T, bin, config, addr, httpAddr string) (*exec.Cmd, *logBuffer) {
+	t.Helper()
+	cmd := exec.Command(bin, "owner", "--config", config, "--cluster", "main", "--http-listen", httpAddr)
 	logs := &logBuffer{}
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
@@ -173,10 +180,10 @@ func (o *ownerStack) startOwner(t *testing.T) {
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", o.ownerAddr, time.Second)
+		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			break
+			return cmd, logs
 		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
@@ -184,7 +191,6 @@ func (o *ownerStack) startOwner(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	o.owner, o.ownerLog = cmd, logs
 }
 
 // stopOwner signals the owner and waits for it.

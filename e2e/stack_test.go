@@ -52,6 +52,7 @@ func runTests(m *testing.M) int {
 	}
 	shared = st
 	defer removeGatewayBin()
+	defer stopBilling()
 	return m.Run()
 }
 
@@ -132,8 +133,13 @@ func (st *stack) gwAddr() string { return st.gw.Addr().String() }
 
 // gwDSN is a go-sql-driver DSN for the gateway.
 func (st *stack) gwDSN(user, pass, db string, params map[string]string) string {
+	return gatewayDSN(st.gwAddr(), user, pass, db, params)
+}
+
+// gatewayDSN is a go-sql-driver DSN for the gateway at addr.
+func gatewayDSN(addr, user, pass, db string, params map[string]string) string {
 	c := mysql.NewConfig()
-	c.User, c.Passwd, c.Net, c.Addr, c.DBName = user, pass, "tcp", st.gwAddr(), db
+	c.User, c.Passwd, c.Net, c.Addr, c.DBName = user, pass, "tcp", addr, db
 	c.Timeout = 10 * time.Second
 	c.Params = params
 	c.InterpolateParams = true

@@ -623,22 +623,48 @@ func (f *Forwarder) streamOnce(a *attempt, relay *wire.Relay, client *wire.Conn,
 // ("db.table") and returns the first. With Config.Leader, a standby's
 // refusal sends the request to the next leader, as Forward does.
 func (f *Forwarder) NextValues(seq string, n int64) (int64, error) {
-	a := &attempt{f: f}
-	for {
-		l, t, err := f.acquire(a, "")
-		if err != nil {
-			return 0, err
-		}
-		var first int64
-		got := false
-		var perr error
-		stop := f.bound(t, l.Conn())
-		err = l.Conn().QueryRows("SELECT NEXT "+strconv.FormatInt(n, 10)+" VALUES FROM "+quoteQualified(seq), func(row [][]byte) {
+	var first int64
+	got := false
+	var perr error
+	_, err := f.run(func(c *conn) error {
+		return c.QueryRows("SELECT NEXT "+strconv.FormatInt(n, 10)+" VALUES FROM "+quoteQualified(seq), func(row [][]byte) {
 			if len(row) == 1 && row[0] != nil {
 				first, perr = strconv.ParseInt(string(row[0]), 10, 64)
 				got = perr == nil
 			}
 		})
+	})
+	if err != nil {
+		return 0, err
+	}
+	if !got {
+		return 0, fmt.Errorf("owner of cluster %s gave no value for %s: %v", f.cfg.Cluster, seq, perr)
+	}
+	return first, nil
+}
+
+// Exec runs stmt on the owner, a statement that answers with OK (the
+// coordinator log's). sent is false when the statement certainly did not
+// reach the owner (no owner, none reachable): it did not run. With
+// Config.Leader, a standby's refusal sends it to the next leader.
+func (f *Forwarder) Exec(stmt string) (sent bool, err error) {
+	return f.run(func(c *conn) error {
+		_, err := c.Exec(stmt)
+		return err
+	})
+}
+
+// run runs q on a connection to the owner, following a new leader when a
+// standby refuses it. sent is false when q never ran (no connection).
+func (f *Forwarder) run(q func(c *conn) error) (sent bool, err error) {
+	a := &attempt{f: f}
+	for {
+		l, t, err := f.acquire(a, "")
+		if err != nil {
+			return false, err
+		}
+		stop := f.bound(t, l.Conn())
+		err = q(l.Conn())
 		stop()
 		if err != nil {
 			var sqlErr *wire.SQLError
@@ -647,16 +673,13 @@ func (f *Forwarder) NextValues(seq string, n int64) (int64, error) {
 				if sqlErr.Code == wire.ErOptionPreventsStatement && a.again(t) {
 					continue
 				}
-				return 0, err
+				return true, err
 			}
 			l.Destroy()
-			return 0, f.sentError(t, err)
+			return true, f.sentError(t, err)
 		}
 		l.Release()
-		if !got {
-			return 0, fmt.Errorf("owner of cluster %s gave no value for %s: %v", f.cfg.Cluster, seq, perr)
-		}
-		return first, nil
+		return true, nil
 	}
 }
 

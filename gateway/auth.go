@@ -81,7 +81,9 @@ func (ss *Session) handshake() error {
 	ss.user = user
 	ss.attrs = resp.AttrList // before owner: others read it once they see an owner
 	ss.owner.Store(&user.User)
+	ss.endParked()
 	ss.cluster = ss.srv.clusters[user.Cluster]
+	ss.home, ss.txnMode = ss.cluster, user.TransactionMode
 	ss.collation = resp.Collation
 	ss.resetState()
 	if e := handshakeDBError(resp.Database, resp.Collation); e != nil {

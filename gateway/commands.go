@@ -52,17 +52,15 @@ func (ss *Session) comChangeUser(p []byte) error {
 	}
 	// A fresh session: the old one's connection is reset and released
 	// (what its last statement left dies with it: nothing to read back).
-	if ss.lease != nil {
-		ss.lease.Conn().dirty = true
-		ss.diag.onConn = 0
-		ss.releaseLease()
-	}
+	ss.letAllGo()
 	ss.setPins(0)
 	ss.closeCursors()
 	ss.user = user
 	ss.privs, ss.privsRead = accountPrivs{}, false
 	ss.owner.Store(&user.User)
+	ss.endParked()
 	ss.cluster = ss.srv.clusters[user.Cluster]
+	ss.home, ss.txnMode = ss.cluster, user.TransactionMode
 	ss.replica = nil
 	if req.Collation != 0 {
 		ss.collation = req.Collation
@@ -87,6 +85,7 @@ func (ss *Session) resetState() {
 		ss.globals = ss.cluster.globals.Load()
 	}
 	ss.trackers = ss.defaultTrackers()
+	ss.txnMode = ss.user.TransactionMode
 	ss.txnState, ss.txnChars = "", ""
 	ss.stmts, ss.stmtBytes, ss.cursors = map[uint32]*stmt{}, 0, 0
 	ss.tempTables, ss.sqlStmts = map[string]struct{}{}, map[string]struct{}{}

@@ -212,8 +212,10 @@ func (ss *Session) showGateway(what string) error {
 			rows = append(rows, [][]byte{str(p.Protection), str(p.Cluster), str(p.Scope), str(p.Mode), num(p.Active), num(p.Total),
 				num(p.Refused), num(p.RefusedWait), num(p.DryRun), num(p.DryRunRefused), rate(p.Rate), rate(p.RefusedRate), str(p.Detail)})
 		}
+	case "transactions":
+		cols, rows = ss.showTransactions()
 	default:
-		return ss.writeErr(wire.NewError(1064, "42000", "You have an error in your SQL syntax: SHOW GATEWAY takes BACKENDS, POOLS, SESSIONS or PROTECTIONS"))
+		return ss.writeErr(wire.NewError(1064, "42000", "You have an error in your SQL syntax: SHOW GATEWAY takes BACKENDS, POOLS, SESSIONS, PROTECTIONS or TRANSACTIONS"))
 	}
 	w := wire.ResultWriter{Conn: ss.client, Caps: ss.caps, Status: ss.status}
 	if err := w.Columns(cols); err != nil {

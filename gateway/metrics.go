@@ -152,6 +152,12 @@ type metrics struct {
 	offloads  [numOffloadReasons]prometheus.Counter
 	connWaits [numConnWaitOutcomes]prometheus.Counter
 
+	// spans counts transactions over several clusters by mode and
+	// outcome.
+	spans *prometheus.CounterVec
+	// prepares counts twopc prepare phases by outcome.
+	prepares [2]prometheus.Counter
+
 	sampler *statusSampler
 }
 
@@ -224,7 +230,16 @@ func newMetrics(s *Server) *metrics {
 	for o := range numConnWaitOutcomes {
 		m.connWaits[o] = connWaits.WithLabelValues(o.String())
 	}
-	m.reg.MustRegister(accepted, rejected, statements, latency, owner, disagree, m.diagCaptures, m.diagAnswers,
+	m.spans = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "directgate_cross_cluster_transactions_total",
+		Help: "Transactions that ran statements on two clusters or more, by transaction_mode (multi, twopc) and outcome (commit; rollback: rolled back by the client or after a failure before anything committed; partial: multi only, committed on some clusters and not on others; unknown: twopc, prepared, left to the resolver).",
+	}, []string{"mode", "outcome"})
+	prepares := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "directgate_twopc_prepares_total",
+		Help: "Prepare phases of twopc commits (XA END and XA PREPARE on every participant) by outcome (ok; failed: a participant refused or was lost, and every participant was rolled back).",
+	}, []string{"outcome"})
+	m.prepares[0], m.prepares[1] = prepares.WithLabelValues("ok"), prepares.WithLabelValues("failed")
+	m.reg.MustRegister(m.spans, prepares, accepted, rejected, statements, latency, owner, disagree, m.diagCaptures, m.diagAnswers,
 		offloads, connWaits, loopCollector{s: s},
 		&stateCollector{s: s, m: m}, sheddingCollector{s: s},
 		collectors.NewGoCollector(),
@@ -284,6 +299,26 @@ func (m *metrics) offload(r offloadReason) {
 func (m *metrics) connWait(o connWaitOutcome) {
 	if m != nil {
 		m.connWaits[o].Inc()
+	}
+}
+
+// spanEnded counts one transaction over several clusters, ended with
+// outcome in mode.
+func (m *metrics) spanEnded(mode, outcome string) {
+	if m != nil {
+		m.spans.WithLabelValues(mode, outcome).Inc()
+	}
+}
+
+// twopcPrepare counts one prepare phase.
+func (m *metrics) twopcPrepare(ok bool) {
+	if m == nil {
+		return
+	}
+	if ok {
+		m.prepares[0].Inc()
+	} else {
+		m.prepares[1].Inc()
 	}
 }
 

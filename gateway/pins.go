@@ -133,6 +133,10 @@ type leaseState struct {
 	// which pin it until the last is gone.
 	tempTables map[string]struct{}
 	sqlStmts   map[string]struct{}
+	// join is the statement that opens the session's transaction over
+	// clusters on this cluster's connection before the next statement
+	// runs there (clusters.go); "" none.
+	join string
 }
 
 // hasTemp reports whether the session has the temporary table name

@@ -59,7 +59,7 @@ func (rt *retry) again(why retryReason) {
 // again: the first try, in a session that holds no state on its
 // connection but the previous statement's result.
 func (ls *leaseState) retryable(rt *retry) bool {
-	return rt.attempt == 0 && ls.pins&^transientPins == 0
+	return rt.attempt == 0 && ls.pins&^transientPins == 0 && ls.join == ""
 }
 
 // noConnection answers a command whose try got no connection (no primary,

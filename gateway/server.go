@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,8 +36,14 @@ type Server struct {
 	// clusters never change after New; clusterNames keeps their order.
 	clusters     map[string]*cluster
 	clusterNames []string
-	health       *healthcheck.Observer
-	reloadMu     sync.Mutex
+	// dbs maps databases to clusters (clusters[].databases); nil when
+	// every statement stays on its session's cluster.
+	dbs *dbMap
+	// crashHook is the tests' hook at a twopc commit's points
+	// (WithCrashHook); nil in every normal run.
+	crashHook func(point string)
+	health    *healthcheck.Observer
+	reloadMu  sync.Mutex
 	// tls is what the gateway offers clients; a reload swaps it.
 	tls atomic.Pointer[clientTLS]
 	// auth checks client passwords and holds caching_sha2_password's
@@ -94,6 +101,7 @@ type Option func(*options)
 
 type options struct {
 	ownerLeader func(cluster string) forward.Leader
+	crashHook   func(point string)
 }
 
 // WithOwnerLeaders makes the clusters without an owner address forward
@@ -158,6 +166,8 @@ func New(cfg *config.Config, log hclog.Logger, opts ...Option) (*Server, error) 
 		s.clusters[c.Name] = cl
 		s.clusterNames = append(s.clusterNames, c.Name)
 	}
+	s.dbs = newDBMap(cfg, s.clusters)
+	s.crashHook = o.crashHook
 	h := cfg.Health
 	s.health, err = healthcheck.New(healthcheck.Config{
 		Interval:  h.Interval,
@@ -321,6 +331,9 @@ func (s *Server) Reload(cfg *config.Config) error {
 		cl.forgetKeys()
 		if c.Owner != before.Owner {
 			s.log.Warn("the owner address changes only with a restart", "cluster", c.Name, "running", before.Owner, "file", c.Owner)
+		}
+		if !slices.Equal(c.Databases, before.Databases) {
+			s.log.Warn("clusters[].databases changes only with a restart", "cluster", c.Name, "running", before.Databases, "file", c.Databases)
 		}
 	}
 	s.setUsers(cfg.Users)

@@ -83,13 +83,14 @@ type Session struct {
 	cancel context.CancelFunc
 
 	// The parts, each with one job (and its own file):
-	clientSide    // the client's socket, protocol and status (session.go)
-	replayState   // what any backend connection can be brought to (state.go)
-	routeState    // where reads go, the sticky replica, causal reads (route.go)
-	leaseState    // the backend connection held and why (pins.go)
-	preparedStmts // binary-protocol prepared statements (stmt.go)
-	consolSession // query consolidation (consolidation.go)
-	sessionView   // what other goroutines read (shutdown, KILL, status)
+	clientSide      // the client's socket, protocol and status (session.go)
+	replayState     // what any backend connection can be brought to (state.go)
+	routeState      // where reads go, the sticky replica, causal reads (route.go)
+	leaseState      // the backend connection held and why (pins.go)
+	preparedStmts   // binary-protocol prepared statements (stmt.go)
+	consolSession   // query consolidation (consolidation.go)
+	sessionClusters // its part in several clusters (clusters.go)
+	sessionView     // what other goroutines read (shutdown, KILL, status)
 
 	relay wire.Relay
 	// diag is what the previous statement left for ROW_COUNT(),
@@ -173,6 +174,9 @@ type sessionView struct {
 	// privsRead (privileges.go); the session's goroutine only.
 	privs     accountPrivs
 	privsRead bool
+	// spanPublished is the session's transaction over clusters, nil
+	// none (transactions.go).
+	spanPublished atomic.Pointer[spanView]
 }
 
 // procInfo is the session's line in SHOW PROCESSLIST: its command, since
@@ -415,7 +419,7 @@ func (ss *Session) loop() error {
 		Conn:       ss.client,
 		Wait:       &ss.wait,
 		KeepBuffer: keepReadBuffer,
-		Stop:       func() bool { return ss.srv.closing() && ss.pins&pinTxn == 0 },
+		Stop:       func() bool { return ss.srv.closing() && ss.pins&pinTxn == 0 && !ss.txn.active },
 		Idle: func() (time.Duration, error) {
 			ss.client.MaxPacket = ss.maxPacket()
 			if err := ss.holdLastResult(); err != nil {
@@ -465,13 +469,16 @@ func (ss *Session) dispatch(p []byte) error {
 	}
 	ss.proc.begin(p, ss.db, ss.now)
 	err := ss.dispatchCommand(p)
-	if len(ss.hotHeld) > 0 && ss.pins&pinTxn == 0 {
+	if len(ss.hotHeld) > 0 && ss.pins&pinTxn == 0 && !ss.txn.active {
 		// The transaction is over, as the server reported: its rows are
 		// free for the next ones.
 		ss.releaseHotRows()
 	}
 	if ss.txnThrottled && ss.status&wire.StatusInTrans == 0 {
 		ss.txnThrottled = false // the transaction is over
+	}
+	if ss.spanPublished.Load() != nil && (!ss.txn.active || len(ss.txn.parts) == 0) {
+		ss.spanPublished.Store(nil) // the transaction ended
 	}
 	ss.proc.end(ss.db)
 	return err
@@ -555,6 +562,14 @@ func (ss *Session) comQuery(p []byte) error {
 			return err
 		}
 	}
+	if route.Kind == querypath.KindSet && ss.setsTxnMode(route) || route.Kind == querypath.KindRead && readsTxnMode(sql) {
+		return ss.txnModeStatement(sql, route)
+	}
+	if ss.srv.dbs != nil {
+		if handled, err := ss.routeClusters(sql, route); handled {
+			return err
+		}
+	}
 	if or, ai := ss.routeOwner(ss.db, route); or != ownerNone {
 		return ss.comQueryOwner(sql, p, route, or, ai)
 	}
@@ -619,6 +634,11 @@ func (ss *Session) useTarget(db string, t target) error {
 	}
 	ss.lastOK = false
 	p := append([]byte{wire.ComInitDB}, db...)
+	if ss.srv.dbs != nil {
+		if handled, err := ss.routeClusters("", querypath.Route{Kind: querypath.KindUse, Database: db}); handled {
+			return err
+		}
+	}
 	if err := ss.run(p, querypath.Route{Kind: querypath.KindUse, Database: db}, wire.ResponseOK); err != nil {
 		return err
 	}
@@ -788,6 +808,17 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 					return nil, err
 				}
 			}
+			if ss.join != "" {
+				if err := ss.joinTxn(conn); err != nil {
+					var sqlErr *wire.SQLError
+					if !errors.As(err, &sqlErr) {
+						ss.dropLease()
+						ss.lostBackendState()
+						return nil, backendLost(conn.addr, err)
+					}
+					return nil, err
+				}
+			}
 			return conn, nil
 		}
 	}
@@ -863,6 +894,10 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 		}
 		if err == nil && conn.syncedState != ss.stateID {
 			err = ss.sync(conn)
+		}
+		if err == nil && ss.join != "" {
+			// The session's transaction begins here (clusters.go).
+			err = ss.joinTxn(conn)
 		}
 		if err != nil {
 			var sqlErr *wire.SQLError
@@ -948,16 +983,16 @@ func (ss *Session) sync(conn *backendConn) error {
 			ss.nextState()
 		}
 	}
-	if conn.db != ss.db {
-		if ss.db == "" {
+	if db := ss.connDB(); conn.db != db {
+		if db == "" {
 			if err := conn.changeUserNoDB(); err != nil {
 				return err
 			}
 		} else {
-			if _, err := conn.SimpleCommand(append([]byte{wire.ComInitDB}, ss.db...)); err != nil {
+			if _, err := conn.SimpleCommand(append([]byte{wire.ComInitDB}, db...)); err != nil {
 				return err
 			}
-			conn.db = ss.db
+			conn.db = db
 		}
 	}
 	if conn.multiStmt != ss.multiStmt {
@@ -1117,6 +1152,9 @@ func (ss *Session) afterStatement(conn *backendConn, route querypath.Route, res 
 	}
 	if err != nil {
 		return err
+	}
+	if ss.txn.active && pins&pinTxn == 0 && ss.txn.has(ss.cluster) {
+		pins |= pinTxn // the transaction goes on here until the gateway ends it
 	}
 	ss.setPins(pins)
 	if ss.pins&stickyPins != 0 {
@@ -1358,7 +1396,7 @@ func (ss *Session) setPins(p pinSet) {
 	}
 	old := ss.pins
 	ss.pins = p
-	if txn := p&pinTxn != 0; txn != ss.inTxn.Load() {
+	if txn := p&pinTxn != 0 || ss.txn.active; txn != ss.inTxn.Load() {
 		ss.inTxn.Store(txn)
 	}
 	if sticky := p &^ transientPins; sticky != old&^transientPins {
@@ -1547,6 +1585,10 @@ func (ss *Session) dropLease() {
 func (ss *Session) end() {
 	ss.releaseHotRows()
 	ss.gtidPending = false
+	if ss.txn.xa && ss.lease != nil {
+		ss.lease.Conn().discard = true // closed, not reset, with its XA branch
+	}
+	ss.endParked()
 	if ss.lease == nil {
 		return
 	}
@@ -1570,6 +1612,11 @@ func (ss *Session) comInitDB(p []byte) error {
 		return ss.useTarget(db, t)
 	}
 	route := querypath.Route{Kind: querypath.KindUse, Database: string(p[1:])}
+	if ss.srv.dbs != nil {
+		if handled, err := ss.routeClusters("", route); handled {
+			return err
+		}
+	}
 	return ss.run(p, route, wire.ResponseOK)
 }
 
@@ -1594,11 +1641,7 @@ func (ss *Session) comSetOption(p []byte) error {
 // connection: pins end (the backend connection is reset), variables return
 // to their defaults, the default database stays.
 func (ss *Session) comResetConnection() error {
-	if ss.lease != nil {
-		ss.lease.Conn().dirty = true
-		ss.diag.onConn = 0 // a fresh session: nothing to read back
-		ss.releaseLease()
-	}
+	ss.letAllGo()
 	ss.closeCursors()
 	db, t := ss.db, ss.target
 	ss.resetState()

@@ -258,6 +258,10 @@ type statusView struct {
 	// Protections are the protections' counters (SHOW GATEWAY
 	// PROTECTIONS).
 	Protections []ProtectionRow `json:"protections"`
+	// Transactions are the transactions over clusters under way in the
+	// gateway's sessions (SHOW GATEWAY TRANSACTIONS adds the branches
+	// prepared on the clusters).
+	Transactions []TransactionRow `json:"transactions"`
 }
 
 type clusterStatus struct {
@@ -379,7 +383,7 @@ func (s *Server) statusView() statusView {
 		SnapshotAgeSec:     now.Sub(snap.Time).Seconds(),
 		SampleSeconds:      sampleEvery.Seconds(),
 		SplitBrainRefusals: s.refusals.splitBrain.Load(), NoPrimaryFailures: s.refusals.noPrimary.Load(),
-		Protections: s.Protections(),
+		Protections: s.Protections(), Transactions: s.Transactions(),
 	}
 	v.Ready, v.NotReady = s.readiness()
 	if f := s.fleet.Load(); f != nil {

@@ -229,6 +229,17 @@ func (ss *Session) comStmtPrepare(p []byte) error {
 			p = append([]byte{wire.ComStmtPrepare}, out...)
 		}
 	}
+	if ss.srv.dbs != nil && !ss.txn.active {
+		// Prepared on the cluster of its tables (in a transaction, on the
+		// one it runs on: the transaction's clusters stay as they are).
+		if c, e := ss.statementCluster(ss.srv.dbs, sql, ss.db); e != nil {
+			return ss.writeErr(e)
+		} else if c != ss.cluster {
+			if e := ss.moveTo(c, false); e != nil {
+				return ss.writeErr(e)
+			}
+		}
+	}
 	if or, _ := ss.routeOwner(ss.db, route); or == ownerStream || or == ownerForward && route.Kind == querypath.KindSequence {
 		return ss.prepareOwner(sql, route, p)
 	}
@@ -328,6 +339,12 @@ func (ss *Session) comStmtExecute(p []byte) error {
 	p, ok := ss.withParamTypes(st, p)
 	if !ok {
 		return ss.writeErr(wire.NewError(mysqlserver.ErMalformedPacket, "08S01", "Malformed communication packet"))
+	}
+	if ss.srv.dbs != nil && !st.route.ReadsLastResult {
+		if e := ss.placeStatement(st.sql, st.db, st.route); e != nil {
+			st.resetLongData(ss)
+			return ss.writeErr(e)
+		}
 	}
 	if or, _ := ss.routeOwner(st.db, st.route); or != ownerNone {
 		return ss.executeOwner(st, p, flags)

@@ -439,7 +439,7 @@ func (ss *Session) idleTimeout() time.Duration {
 		name = "interactive_timeout"
 	}
 	d := ss.varSeconds(name)
-	if ss.pins&pinTxn != 0 {
+	if ss.pins&pinTxn != 0 || ss.txn.active {
 		// Idle inside a transaction: the gateway's bound, or the
 		// session's own idle_transaction_timeout when smaller.
 		if cfg := ss.srv.cfg; cfg != nil && cfg.IdleTransactionTimeout != nil {

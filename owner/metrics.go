@@ -3,6 +3,7 @@ package owner
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"time"
 )
 
 // Prometheus metrics of the owner, named directgate_owner_*, on a
@@ -158,7 +159,18 @@ var (
 		"1 while the queue's polls or postpones on the primary fail (messages do not flow), else 0.", tableLabel, nil)
 )
 
+// The resolver's figures (twopc.go), on the log cluster's owner.
+var (
+	descInDoubt = prometheus.NewDesc("directgate_twopc_in_doubt",
+		"Prepared XA branches of the gateway's transactions the resolver's last round found on every cluster (those under way included).", nil, nil)
+	descInDoubtAge = prometheus.NewDesc("directgate_twopc_in_doubt_oldest_seconds",
+		"Age of the oldest transaction with a branch prepared at the resolver's last round; 0 none.", nil, nil)
+	descResolved = prometheus.NewDesc("directgate_twopc_resolved_total",
+		"Prepared branches the resolver ended after twopc.resolve_after, by decision (commit: the coordinator log had the gateway's decision to commit; rollback: it had none).", []string{"decision"}, nil)
+)
+
 var allStateDescs = []*prometheus.Desc{
+	descInDoubt, descInDoubtAge, descResolved,
 	descLeading, descTerm, descSessions, descPrimaryUp, descPrimaryChanges, descTables,
 	descSeqValues, descSeqBlocks,
 	descMsgInserted, descMsgDelivered, descMsgAcked, descMsgPurged,
@@ -223,6 +235,16 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descTables, float64(sequences), kindSequence.String())
 	gauge(descTables, float64(messages), kindMessage.String())
+	if o.conf.Load().twopc.LogCluster == o.cluster {
+		gauge(descInDoubt, float64(o.tpc.inDoubt.Load()))
+		age := 0.0
+		if ns := o.tpc.oldest.Load(); ns != 0 {
+			age = time.Since(time.Unix(0, ns)).Seconds()
+		}
+		gauge(descInDoubtAge, age)
+		counter(descResolved, o.tpc.committed.Load(), "commit")
+		counter(descResolved, o.tpc.rolledBack.Load(), "rollback")
+	}
 }
 
 func b2f(b bool) float64 {

@@ -31,6 +31,10 @@ const parserVersion = "10.11.0-MariaDB"
 type settings struct {
 	cluster config.Cluster
 	health  config.Health
+	// twopc and clusters are the coordinator log's settings and every
+	// cluster, for the log cluster's owner (twopc.go).
+	twopc    config.TwoPC
+	clusters []config.Cluster
 	// tls and tlsPreferred are the cluster's backend_tls, loaded once per
 	// configuration, for probes and the primary's pools alike.
 	tls          *tls.Config
@@ -83,6 +87,9 @@ type Owner struct {
 	primGen     uint64
 	primChanged chan struct{} // closed and replaced on every change
 	noPrimary   string        // why prim is nil
+
+	// tpc is the coordinator log and its resolver (twopc.go).
+	tpc twopcState
 
 	// tablesMu serializes applying discoveries; tables is read lock-free.
 	tablesMu       sync.Mutex
@@ -170,6 +177,9 @@ func New(cfg *config.Config, cluster string, log hclog.Logger, opts ...Option) (
 	if o.lead != nil {
 		o.bgGroup.Go("owner leadership watch", o.watchLeadership)
 	}
+	if st.twopc.LogCluster == cluster {
+		o.bgGroup.Go("owner twopc resolver", o.resolveLoop)
+	}
 	return o, nil
 }
 
@@ -186,7 +196,7 @@ func settingsFor(cfg *config.Config, cluster string, needAddr bool) (*settings, 
 			if err != nil {
 				return nil, fmt.Errorf("owner: cluster %q: backend_tls: %w", cluster, err)
 			}
-			return &settings{cluster: c, health: cfg.Health, tls: conf, tlsPreferred: preferred}, nil
+			return &settings{cluster: c, health: cfg.Health, tls: conf, tlsPreferred: preferred, twopc: cfg.TwoPC, clusters: cfg.Clusters}, nil
 		}
 		names = append(names, c.Name)
 	}

@@ -273,8 +273,11 @@ func (ss *session) answer(st statement, q string) (end bool, err error) {
 	}
 	ctx, cancel := context.WithTimeout(ss.o.hard, statementTimeout)
 	defer cancel()
-	if st.kind == stmtShowTables {
+	switch st.kind {
+	case stmtShowTables:
 		return false, ss.showTables(ctx)
+	case stmtLogCommit, stmtLogForget:
+		return false, ss.logStatement(ctx, st)
 	}
 	t, sqlErr := ss.resolve(ctx, st.table, wantedKind(st.kind))
 	if sqlErr != nil {

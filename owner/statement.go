@@ -25,6 +25,12 @@ const (
 	stmtAck
 	// stmtShowTables is SHOW OWNER TABLES.
 	stmtShowTables
+	// stmtLogCommit is DIRECTGATE TWOPC COMMIT 'gtrid' 'participants':
+	// a gateway's commit decision for the coordinator log (twopc.go).
+	stmtLogCommit
+	// stmtLogForget is DIRECTGATE TWOPC FORGET 'gtrid': the decision is
+	// carried out, its record goes.
+	stmtLogForget
 )
 
 // tableName is a table as a statement names it: Schema is empty when the
@@ -45,6 +51,9 @@ type statement struct {
 	// err is set for a recognized statement that cannot run (NEXT 0
 	// VALUES): it is the answer.
 	err *wire.SQLError
+	// gtrid and parts are the transaction and participants of a log
+	// statement.
+	gtrid, parts string
 	// countParam is set when n of NEXT n VALUES is a placeholder (?):
 	// a prepared statement's parameter, which a query must not have
 	// (err says so).
@@ -67,6 +76,9 @@ func parseStatement(p *sqlparser.Parser, query string) statement {
 	}
 	if isShowOwnerTables(q) {
 		return statement{kind: stmtShowTables}
+	}
+	if st, ok := parseLogStatement(q); ok {
+		return st
 	}
 	ast, err := p.Parse(q)
 	if err != nil {

@@ -151,6 +151,9 @@ func serve(args []string, stderr io.Writer) error {
 		defer stopLeaders()
 		opts = append(opts, ownerLeaders(leadersCtx, fc))
 	}
+	if hook := crashHook(os.Getenv(crashPointEnv), log); hook != nil {
+		opts = append(opts, gateway.WithCrashHook(hook))
+	}
 	srv, err := gateway.New(cfg, log, opts...)
 	if err != nil {
 		return err

@@ -95,6 +95,8 @@ func TestComposeFleetLikeCompose(t *testing.T) {
 	// The file's own keys.
 	f, c := *fleet.base, *classic.base
 	f.Topology, f.Clusters, f.Users, f.FileTopologyIgnored = c.Topology, c.Clusters, c.Users, c.FileTopologyIgnored
+	// twopc.log_cluster defaults to the first cluster: the topology's.
+	f.TwoPC.LogCluster = c.TwoPC.LogCluster
 	if !reflect.DeepEqual(f, c) {
 		t.Errorf("%s differs from %s beyond topology, clusters and users:\n%+v\n%+v", fleet.configPath, classic.configPath, *fleet.base, *classic.base)
 	}

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Local stack for `make run`: a MariaDB primary on 127.0.0.1:13306, a GTID
-# replica of it on 127.0.0.1:13307, the owner on 127.0.0.1:15307 (HTTP on
-# 127.0.0.1:15001) and the gateway on 127.0.0.1:15306 (HTTP on
-# 127.0.0.1:15000), with replica reads and causal reads on. Everything
+# replica of it on 127.0.0.1:13307, a second cluster's MariaDB on
+# 127.0.0.1:13308 (cluster billing, database billing), the owner on
+# 127.0.0.1:15307 (HTTP on 127.0.0.1:15001; it also keeps the coordinator
+# log of transactions over both clusters) and the gateway on
+# 127.0.0.1:15306 (HTTP on 127.0.0.1:15000), with replica reads and causal
+# reads on, and transaction_mode twopc for user app. Everything
 # lives under .local/ at the top of the tree (git-ignored):
 #
 #   .local/primary/data        primary data dir, initialised on the first run
@@ -11,6 +14,7 @@
 #   .local/primary/initialised marker holding the primary's instance id
 #   .local/replica/...         the same for the replica (read_only=1)
 #   .local/replica/primary-instance  instance id of the primary it was copied from
+#   .local/billing/...         the same for the billing cluster's server
 #   .local/gateway.yaml        gateway config, rewritten on every run
 #
 # It builds nothing: make run builds bin/gateway first. The gateway runs in
@@ -45,6 +49,7 @@ export PATH="$PATH:/usr/sbin:/usr/local/sbin"
 
 PRIMARY_PORT=13306
 REPLICA_PORT=13307
+BILLING_PORT=13308
 GATEWAY_LISTEN=127.0.0.1:15306
 GATEWAY_HTTP=127.0.0.1:15000
 OWNER_LISTEN=127.0.0.1:15307
@@ -265,6 +270,22 @@ start_primary() {
 			KEY next_idx (time_next),
 			KEY ack_idx (time_acked)
 		) COMMENT 'vitess_message,vt_ack_wait=30,vt_purge_after=86400,vt_batch_size=10,vt_cache_size=10000,vt_poller_interval=1';
+		-- Transactions over two clusters: money moves between
+		-- demo.accounts here and billing.accounts on the billing cluster.
+		CREATE TABLE IF NOT EXISTS demo.accounts (id INT PRIMARY KEY, balance INT NOT NULL);
+		INSERT IGNORE INTO demo.accounts VALUES (1, 100);
+	SQL
+}
+
+# start_billing: the billing cluster's server (a cluster of its own: no
+# replica), with the accounts and the billing database. Idempotent.
+start_billing() {
+	start_server billing "$BILLING_PORT" 3
+	setup_accounts billing
+	sql billing <<-'SQL'
+		CREATE DATABASE IF NOT EXISTS billing;
+		CREATE TABLE IF NOT EXISTS billing.accounts (id INT PRIMARY KEY, balance INT NOT NULL);
+		INSERT IGNORE INTO billing.accounts VALUES (1, 100);
 	SQL
 }
 
@@ -400,8 +421,9 @@ write_config() {
 		http_listen: $GATEWAY_HTTP
 		log: {level: info, format: text}
 		users:
-		  - {user: app, password: app}
+		  - {user: app, password: app, transaction_mode: twopc}
 		health: {interval: 2s, timeout: 1s}
+		twopc: {log_cluster: main, resolve_after: 10s}
 		clusters:
 		  - name: main
 		    backend_user: gateway
@@ -413,6 +435,12 @@ write_config() {
 		    owner: $OWNER_LISTEN
 		    auto_increment:
 		      - {table: demo.orders, column: id, sequence: demo.order_seq}
+		  - name: billing
+		    databases: [billing]
+		    backend_user: gateway
+		    backend_password: secret
+		    backends: ["127.0.0.1:$BILLING_PORT"]
+		    pool: {size: 16, min_idle: 1}
 	EOF
 }
 
@@ -453,10 +481,12 @@ main() {
 	"$ROOT/e2e/local/deps.sh"
 	mkdir -p "$LOCAL"
 	# Servers left running by an earlier run stop replica first, as at exit.
+	stop_stale billing "$BILLING_PORT"
 	stop_stale replica "$REPLICA_PORT"
 	stop_stale primary "$PRIMARY_PORT"
 	start_primary
 	start_replica
+	start_billing
 	write_config
 
 	if [[ ! -x $GATEWAY_BIN ]]; then
@@ -479,8 +509,12 @@ main() {
 	    INSERT INTO events (id, message) VALUES (1, 'hello');
 	    STREAM * FROM events;  (in another session, started with mariadb --quick: without it the client waits for the end of the result)
 	    UPDATE events SET time_acked = 1, time_next = NULL WHERE id IN (1);
+	  Second cluster (billing, database billing): 127.0.0.1:$BILLING_PORT. Move money atomically
+	  between the two clusters (user app has transaction_mode twopc):
+	    mariadb -h127.0.0.1 -P${GATEWAY_LISTEN##*:} -uapp -papp demo -e "BEGIN; UPDATE accounts SET balance = balance - 10 WHERE id = 1; UPDATE billing.accounts SET balance = balance + 10 WHERE id = 1; COMMIT"
+	    mariadb -h127.0.0.1 -P${GATEWAY_LISTEN##*:} -uapp -papp demo -e "SELECT balance FROM accounts; SELECT balance FROM billing.accounts"
 	  Config:                   .local/gateway.yaml
-	  Ctrl-C stops the gateway, then the replica, then the primary.
+	  Ctrl-C stops the gateway, then the billing server, the replica, then the primary.
 
 	EOF
 
