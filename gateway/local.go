@@ -23,6 +23,22 @@ type PoolStat struct {
 	pools.Stat
 }
 
+// kind names the pool's kind in SHOW GATEWAY POOLS: backend, owner,
+// user, or one of those two with _found_rows.
+func (p PoolStat) kind() string {
+	switch {
+	case p.Owner:
+		return "owner"
+	case p.UserPool && p.FoundRows:
+		return "user_found_rows"
+	case p.UserPool:
+		return "user"
+	case p.FoundRows:
+		return "backend_found_rows"
+	}
+	return "backend"
+}
+
 // PoolStats returns every pool's figures, sorted by cluster and backend.
 func (s *Server) PoolStats() []PoolStat {
 	var out []PoolStat
@@ -175,18 +191,7 @@ func (ss *Session) showGateway(what string) error {
 			col("Wait_ms", true), col("Dials", true), col("Dial_errors", true), col("Destroyed", true), col("Acquire_timeouts", true),
 			col("Backend_user", false), col("Order", false), col("Acquires", true)}
 		for _, p := range ss.srv.PoolStats() {
-			kind := "backend"
-			switch {
-			case p.Owner:
-				kind = "owner"
-			case p.UserPool && p.FoundRows:
-				kind = "user_found_rows"
-			case p.UserPool:
-				kind = "user"
-			case p.FoundRows:
-				kind = "backend_found_rows"
-			}
-			rows = append(rows, [][]byte{str(p.Cluster), str(p.Backend), str(kind), num(int64(p.Size)), num(int64(p.Open)),
+			rows = append(rows, [][]byte{str(p.Cluster), str(p.Backend), str(p.kind()), num(int64(p.Size)), num(int64(p.Open)),
 				num(int64(p.InUse)), num(int64(p.Idle)), num(int64(p.Dialing)), num(p.Waits), num(p.WaitTime.Milliseconds()),
 				num(p.Dials), num(p.DialErrors), num(p.Destroyed), num(p.AcquireTimeouts), str(p.BackendUser),
 				str(p.Order.String()), num(p.Acquires)})
