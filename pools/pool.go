@@ -241,9 +241,12 @@ type Pool[T Conn] struct {
 	// is called under mu while closed is false.
 	wg sync.WaitGroup
 	// closers counts the goroutines closing the puddle pools after Close;
-	// closing, those closing discarded connections.
-	closers sync.WaitGroup
-	closing sync.WaitGroup
+	// closing, those closing discarded connections. closingMu orders
+	// closing's Add (discard) and Wait (Close): a discard may start while
+	// Close waits, and WaitGroup wants every Add from zero before Wait.
+	closers   sync.WaitGroup
+	closingMu sync.Mutex
+	closing   sync.WaitGroup
 
 	mu      sync.Mutex
 	minIdle int
@@ -672,7 +675,11 @@ func (p *Pool[T]) Close() {
 		g.retire()
 	}
 	p.wg.Wait()
-	defer p.closing.Wait()
+	defer func() {
+		p.closingMu.Lock()
+		p.closing.Wait()
+		p.closingMu.Unlock()
+	}()
 	for _, g := range gens {
 		// puddle's Close destroys the idle seats and waits until the
 		// leased ones come back and are destroyed: only a pool with
@@ -724,7 +731,9 @@ func (p *Pool[T]) discard(l *Lease[T]) {
 		}
 	}
 	p.destroyed.Add(1)
+	p.closingMu.Lock()
 	p.closing.Add(1)
+	p.closingMu.Unlock()
 	go func() {
 		defer p.closing.Done()
 		p.closeEntry(e)

@@ -751,6 +751,16 @@ func (c *Classifier) unparsed(st *stmt, depth int) Route {
 		} else {
 			r.Pin |= PinUnreplayable
 		}
+	case kwEq(w, "FLUSH"):
+		// The parser reads FLUSH TABLES ... WITH READ LOCK but not
+		// MariaDB's FLUSH TABLE (singular) nor ... AND DISABLE
+		// CHECKPOINT: a FLUSH it cannot read that may take locks pins
+		// as LOCK TABLES does, until UNLOCK TABLES (found by
+		// mysql-test's main.flush through the gateway: FLUSH TABLE t1
+		// WITH READ LOCK stayed on a pooled connection).
+		if u := strings.ToUpper(st.text()); strings.Contains(u, "LOCK") || strings.Contains(u, "EXPORT") {
+			r.Pin |= PinLockTables
+		}
 	case kwEq(w, "UNLOCK"):
 		if st.kw(1, "TABLE") || st.kw(1, "TABLES") {
 			r.Unpin |= PinLockTables

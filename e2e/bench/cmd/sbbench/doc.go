@@ -90,6 +90,38 @@
 // under "Consolidation", the backend selects per client query and the
 // mariadbd and gateway CPU per query.
 //
+// The pool_order_burst case (full and quick runs, with the gateway target;
+// last; one round whatever -rounds says; poolorder.go) measures the
+// trade-off of clusters[].pool.order. For each order, round_robin then
+// lifo, against the same MariaDB, a fresh gateway (pool size 64, min_idle
+// 4, max_dials 4, idle_timeout at its default 5m, otherwise as the main
+// gateway; stopped after its run) first has 64 client sessions each open a
+// transaction and read a row at the same time, so its pool opens all 64
+// connections, as after any earlier peak; then runs a quiet phase of 8
+// sysbench threads of oltp_point_select (--db-ps-mode=disable) for
+// -burst-quiet (BENCH_BURST_QUIET, default 6m, quick 1m), rate-limited to
+// -burst-rate queries per second (BENCH_BURST_RATE, default 5000; 0
+// unlimited) so every target serves the same load; then at once a burst
+// of 64 threads for 15 s with --report-interval=1 --percentile=99. It
+// reports per order mariadbd's CPU per query over the quiet phase, the
+// pool's open connections after the fill and before the burst and those
+// closed in between, the connections the gateway dialed during the burst
+// (the rise of directgate_pool_dials_total for the primary on the
+// gateway's /metrics, from before the burst's sysbench started to after
+// it ended, and the part before its "Threads started!": each login checks
+// the database on a pooled connection), the acquires that waited for a
+// connection and their total wait, the first second's p99 (sysbench's
+// first interval line), the burst's QPS and p99, how long sysbench took
+// to connect its clients, and the rise of MariaDB's Connections (the
+// dials plus the health probes' own connections). Direct runs first as a
+// reference: no pool, a quiet phase of at most 1m, and a burst whose 64
+// connections are sysbench's own. With a quiet phase under 6m the
+// gateways' idle_timeout shrinks with it (quiet - 1m, quiet/2 below 2m;
+// summary.md says so), so that lifo's unused connections close before the
+// burst, as with the defaults. The case is not in the summary table:
+// summary.md has a section for it ("Pool order") and stdout a table with
+// a column per target.
+//
 // For every run it records sysbench's QPS, p95 latency, ignored errors and
 // fatal failures (a failing run is recorded with sysbench's error text and
 // the benchmark goes on), and over the measured window (from sysbench's
@@ -117,8 +149,11 @@
 // Settings come from flags, each with an environment variable as its
 // default (see -help): BENCH_QUICK=1 selects a short run (point_select and
 // read_write, 8 threads, 8 s runs, small tables, no multiplexing or
-// replica-read cases) that finishes in about three minutes;
+// replica-read cases, the pool_order_burst case with a 1m quiet phase)
+// that finishes in about eleven minutes, five of them the pool order case;
 // BENCH_CASES=replicas runs only the read_only_replicas cases (of a full
-// run: without BENCH_QUICK); BENCH_TARGETS=gateway runs direct and the
-// gateway only, as before HAProxy and gorelay were added.
+// run: without BENCH_QUICK); BENCH_CASES=pool_order_burst only the pool
+// order case (about 15 minutes, 4 with BENCH_QUICK=1);
+// BENCH_TARGETS=gateway runs direct and the gateway only, as before
+// HAProxy and gorelay were added.
 package main

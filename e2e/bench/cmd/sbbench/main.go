@@ -42,6 +42,11 @@ type settings struct {
 	// query compares targets without the rate effect (MariaDB spends
 	// more per query when it serves fewer).
 	Rate int `json:"equal_rate"`
+	// BurstQuiet is the quiet phase of the pool_order_burst case (8
+	// clients before the burst of 64); see poolorder.go.
+	BurstQuiet time.Duration `json:"pool_order_burst_quiet_ns"`
+	// BurstRate is sysbench's --rate in that quiet phase (0: unlimited).
+	BurstRate int `json:"pool_order_burst_quiet_rate"`
 	// Targets are what sysbench runs against in every round of a case, in
 	// this order: direct first, then the proxies and peers.
 	Targets    []string `json:"targets"`
@@ -122,10 +127,20 @@ type benchCase struct {
 	Rate int `json:"rate,omitempty"`
 	// RoundsFactor, when above 1, multiplies the rounds of the case.
 	RoundsFactor int `json:"rounds_factor,omitempty"`
+	// PoolOrderBurst marks the pool_order_burst case (poolorder.go): its
+	// targets are direct and a fresh gateway per pool order (gateway-
+	// round_robin, gateway-lifo), each running a quiet phase of 8 clients
+	// and then a burst of 64; it runs one round whatever -rounds says.
+	PoolOrderBurst bool `json:"pool_order_burst,omitempty"`
 }
 
 // rounds is how many rounds c runs when every case runs base rounds.
-func (c benchCase) rounds(base int) int { return base * max(c.RoundsFactor, 1) }
+func (c benchCase) rounds(base int) int {
+	if c.PoolOrderBurst {
+		return 1
+	}
+	return base * max(c.RoundsFactor, 1)
+}
 
 // rateRoundsFactor multiplies the rounds of the equal-rate case. Its
 // column of interest, mariadbd's CPU per query, moves by ±10 % from round
@@ -283,6 +298,21 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	if err != nil {
 		errs = append(errs, err)
 	}
+	burstRate, err := envInt("BENCH_BURST_RATE", defaultBurstRate)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	quiet := defaultBurstQuiet
+	if quick {
+		quiet = quickBurstQuiet
+	}
+	if v := strings.TrimSpace(getenv("BENCH_BURST_QUIET")); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < minBurstQuiet {
+			errs = append(errs, fmt.Errorf("BENCH_BURST_QUIET=%q: want a duration of at least %s, e.g. 6m", v, minBurstQuiet))
+		}
+		quiet = d
+	}
 	if err := errors.Join(errs...); err != nil {
 		return s, err
 	}
@@ -298,6 +328,8 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	fs.StringVar(&s.Gateway, "gateway", "bin/gateway", "gateway binary")
 	fs.StringVar(&s.Gorelay, "gorelay", "bin/gorelay", "gorelay binary (go build -o bin/gorelay ./e2e/bench/cmd/gorelay)")
 	fs.IntVar(&s.Rate, "rate", rate, "queries per second of the equal-rate point_select case, below what every target sustains; 0 leaves the case out (env BENCH_RATE)")
+	fs.DurationVar(&s.BurstQuiet, "burst-quiet", quiet, "quiet phase of the pool_order_burst case: 8 clients for this long, then the burst of 64; below 6m the gateways' idle_timeout shrinks with it (env BENCH_BURST_QUIET; 6m, quick 1m)")
+	fs.IntVar(&s.BurstRate, "burst-rate", burstRate, "queries per second of the pool_order_burst case's quiet phase, for every target; 0 unlimited (env BENCH_BURST_RATE)")
 	fs.StringVar(&s.LuaDir, "lua", "e2e/bench/lua", "directory of the repository's sysbench scripts (hotrow.lua)")
 	targets := fs.String("targets", getenv("BENCH_TARGETS"), "comma-separated targets run in every round: direct (always run), haproxy, gorelay, gateway and peer names; "+
 		"default direct,haproxy,gorelay,gateway, gateway-loop where io_uring works, and every peer (env BENCH_TARGETS)")
@@ -315,6 +347,12 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	}
 	if s.Rate < 0 {
 		return s, errors.New("-rate must not be negative")
+	}
+	if s.BurstRate < 0 {
+		return s, errors.New("-burst-rate must not be negative")
+	}
+	if s.BurstQuiet < minBurstQuiet {
+		return s, fmt.Errorf("-burst-quiet must be at least %s", minBurstQuiet)
 	}
 	if s.Peers, err = parsePeers(*peers); err != nil {
 		return s, fmt.Errorf("-peers: %w", err)
@@ -498,6 +536,11 @@ func buildCases(s settings) ([]benchCase, error) {
 			})
 		}
 	}
+	if slices.Contains(targets, targetGateway) {
+		// Last: its quiet phase is minutes long, and it starts gateways
+		// of its own.
+		all = append(all, poolOrderCase(s))
+	}
 	if s.CaseFilter == "" {
 		return all, nil
 	}
@@ -516,7 +559,7 @@ func buildCases(s settings) ([]benchCase, error) {
 			return nil, fmt.Errorf("-cases %q matches none of the quick run's cases (the read_only, 64-thread, mux, replica-read and hot-row cases need a full run: unset BENCH_QUICK)", s.CaseFilter)
 		}
 		if !replicas {
-			return nil, fmt.Errorf("-cases %q matches none of the cases (the replica-read and hot-row cases need the gateway target)", s.CaseFilter)
+			return nil, fmt.Errorf("-cases %q matches none of the cases (the replica-read, hot-row and pool_order_burst cases need the gateway target)", s.CaseFilter)
 		}
 		return nil, fmt.Errorf("-cases %q matches none of the cases", s.CaseFilter)
 	}
@@ -572,7 +615,7 @@ func (b *bench) main(ctx context.Context) (err error) {
 	logf("results: %s", b.dir)
 	logf("%d cases x %d rounds x targets %s = %d runs of %ds; %d tables x %d rows; about %s in all",
 		len(b.cases), b.s.Rounds, strings.Join(b.s.Targets, ", "), totalRuns, b.s.Seconds, b.s.Tables, b.s.TableSize,
-		fmtDuration(time.Duration(totalRuns)*b.perRun()+10*time.Second))
+		fmtDuration(b.remaining(1)+10*time.Second))
 	for _, p := range b.s.Peers {
 		if !slices.Contains(b.s.Targets, p.Name) {
 			logf("peer %s is not in -targets: not run", p.Name)
@@ -655,10 +698,15 @@ func (b *bench) main(ctx context.Context) (err error) {
 					return nil
 				}
 				runNo++
-				eta := time.Duration(totalRuns-runNo+1) * b.perRun()
 				logf("[%d/%d] case %d/%d %s: round %d/%d %s (ETA %s)",
-					runNo, totalRuns, ci+1, len(b.cases), c.Name, round, rounds, tgt, fmtDuration(eta))
-				r, err := b.runOne(ctx, c, tgt, round, runNo)
+					runNo, totalRuns, ci+1, len(b.cases), c.Name, round, rounds, tgt, fmtDuration(b.remaining(runNo)))
+				var r runResult
+				var err error
+				if c.PoolOrderBurst {
+					r, err = b.runPoolOrder(ctx, c, tgt, runNo)
+				} else {
+					r, err = b.runOne(ctx, c, tgt, round, runNo)
+				}
 				if err != nil {
 					return err
 				}
@@ -768,6 +816,28 @@ func waitForward(ctx context.Context, t target, want string, limit time.Duration
 		}
 		return nil
 	})
+}
+
+// remaining estimates the wall time of the runs from the from-th (1 for
+// all) to the last, for progress messages.
+func (b *bench) remaining(from int) time.Duration {
+	var d time.Duration
+	n := 0
+	for _, c := range b.cases {
+		for range c.rounds(b.s.Rounds) {
+			for _, tgt := range c.Targets {
+				if n++; n < from {
+					continue
+				}
+				if c.PoolOrderBurst {
+					d += b.poolOrderWall(tgt)
+				} else {
+					d += b.perRun()
+				}
+			}
+		}
+	}
+	return d
 }
 
 // perRun estimates the wall time of one run, for progress messages.
@@ -1123,11 +1193,45 @@ func (b *bench) runOne(ctx context.Context, c benchCase, tgt string, round, runN
 		r.Interrupted = true
 		return r, nil
 	}
-	o := parseSysbench(sr.out)
-	r.Queries, r.QPS, r.TPS, r.P95Ms, r.AvgMs = o.Queries, o.QPS, o.TPS, o.P95Ms, o.AvgMs
+	o := b.record(&r, sr, hard, g, proxyPID, replicaPID)
 	if c.HotRows {
 		r.P99Ms = &o.P99Ms // sysbench reported the 99th percentile instead of the 95th
 	}
+	if g != nil && g.kind == targetGateway && g.running() {
+		if hwm, err := statusKB(g.pid(), "VmHWM"); err == nil {
+			r.GatewayPeakRSS = &hwm
+		}
+		if c.ReplicaReads {
+			// Discovery's view after the run, kept for the record: a
+			// replica that dropped out of the read set (probes timing out
+			// on a saturated machine) sent the reads back to the primary.
+			health := strings.TrimSuffix(r.Output, ".txt") + "-health.json"
+			inSet, err := g.saveHealth(filepath.Join(b.dir, health), b.replica.Addr())
+			switch {
+			case err != nil:
+				r.ReplicaNote = "gateway health not read after the run: " + err.Error()
+			case !inSet:
+				r.ReplicaNote = "after the run the replica was not in the gateway's read set (see " + health + ")"
+			}
+			if r.ReplicaNote != "" {
+				logf("    warning: %s", r.ReplicaNote)
+			}
+		}
+	}
+	if r.OK {
+		b.overhead = append(b.overhead, r.WallS-float64(b.s.Seconds))
+	}
+	return r, nil
+}
+
+// record fills r from sysbench's run sr (killed after hard): what sysbench
+// reported, whether the run failed and why (g, the proxy sbbench runs for
+// it, nil for none, must have lived through it), and the CPU of mariadbd,
+// the replica's (replicaPID > 0), the proxy's (proxyPID > 0) and the
+// machine per query. It returns sysbench's parsed report.
+func (b *bench) record(r *runResult, sr *sbRun, hard time.Duration, g *proxyProc, proxyPID, replicaPID int) sbOutput {
+	o := parseSysbench(sr.out)
+	r.Queries, r.QPS, r.TPS, r.P95Ms, r.AvgMs = o.Queries, o.QPS, o.TPS, o.P95Ms, o.AvgMs
 	r.IgnoredErrors, r.Reconnects, r.TotalTimeS = o.IgnoredErrors, o.Reconnects, o.TotalTimeS
 	r.SysbenchCPUS = sr.clientCPU.Seconds()
 	r.CPUWindowS = sr.end.at.Sub(sr.begin.at).Seconds()
@@ -1173,31 +1277,7 @@ func (b *bench) runOne(ctx context.Context, c benchCase, tgt string, round, runN
 	} else if err := errors.Join(sr.begin.err, sr.end.err); err != nil {
 		r.CPUNote = "CPU not measured: " + err.Error()
 	}
-	if g != nil && g.kind == targetGateway && g.running() {
-		if hwm, err := statusKB(g.pid(), "VmHWM"); err == nil {
-			r.GatewayPeakRSS = &hwm
-		}
-		if c.ReplicaReads {
-			// Discovery's view after the run, kept for the record: a
-			// replica that dropped out of the read set (probes timing out
-			// on a saturated machine) sent the reads back to the primary.
-			health := strings.TrimSuffix(r.Output, ".txt") + "-health.json"
-			inSet, err := g.saveHealth(filepath.Join(b.dir, health), b.replica.Addr())
-			switch {
-			case err != nil:
-				r.ReplicaNote = "gateway health not read after the run: " + err.Error()
-			case !inSet:
-				r.ReplicaNote = "after the run the replica was not in the gateway's read set (see " + health + ")"
-			}
-			if r.ReplicaNote != "" {
-				logf("    warning: %s", r.ReplicaNote)
-			}
-		}
-	}
-	if r.OK {
-		b.overhead = append(b.overhead, r.WallS-float64(b.s.Seconds))
-	}
-	return r, nil
+	return o
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -187,6 +187,11 @@ type proxyProc struct {
 	consolidation bool // consolidation: {enabled: true}
 	ioLoops       int  // io_loops
 	profile       bool // pass --cpuprofile
+	// order is pool.order (round_robin, lifo); "" leaves it out (the
+	// gateway's default, round_robin). idleTimeout is pool.idle_timeout;
+	// 0 leaves it out (the default, 5m).
+	order       string
+	idleTimeout time.Duration
 
 	addr     string
 	httpAddr string // gateways: /debug/health
@@ -210,6 +215,13 @@ func (g *proxyProc) gatewayConfig() string {
 	if g.hotRow {
 		hotRow = "{max_concurrency: 1, max_queue: 64}"
 	}
+	pool := ""
+	if g.order != "" {
+		pool += ", order: " + g.order
+	}
+	if g.idleTimeout > 0 {
+		pool += ", idle_timeout: " + g.idleTimeout.String()
+	}
 	return fmt.Sprintf(`# Written by sbbench (make bench).
 listen: %s
 http_listen: %s
@@ -221,12 +233,12 @@ clusters:
     backend_user: gateway
     backend_password: secret
     backends: [%s]
-    pool: {size: %d, min_idle: 4, max_dials: 4, acquire_timeout: 10s}
+    pool: {size: %d, min_idle: 4, max_dials: 4, acquire_timeout: 10s%s}
     replica_reads: %s
     max_replica_lag: %s
     hot_row: %s
     consolidation: {enabled: %v}
-`, g.addr, g.httpAddr, g.ioLoops, g.user, g.pwd, strings.Join(quoted, ", "), g.poolSize, onOff(g.replicaReads), maxReplicaLag, hotRow, g.consolidation)
+`, g.addr, g.httpAddr, g.ioLoops, g.user, g.pwd, strings.Join(quoted, ", "), g.poolSize, pool, onOff(g.replicaReads), maxReplicaLag, hotRow, g.consolidation)
 }
 
 // haproxyMaxConn bounds HAProxy's connections (global and per frontend): the

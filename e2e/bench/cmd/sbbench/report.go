@@ -76,6 +76,10 @@ type runResult struct {
 	ProxyNote      string  `json:"proxy_note,omitempty"`
 	SysbenchCPUS   float64 `json:"sysbench_cpu_s"`
 	Output         string  `json:"output_file"`
+	// PoolOrder is the pool_order_burst case's run of a target: the
+	// fields above are its quiet phase, this the fill, the pool and the
+	// burst.
+	PoolOrder *poolOrderRun `json:"pool_order,omitempty"`
 
 	Interrupted bool `json:"-"`
 }
@@ -144,10 +148,15 @@ type targetSummary struct {
 }
 
 // summarize returns one row per case and target, in the order of cases
-// and of each case's targets.
+// and of each case's targets. The pool_order_burst case has a table of
+// its own (poolOrderRows): its targets are not alternatives serving the
+// same load.
 func summarize(cases []benchCase, runs []runResult) []targetSummary {
 	var out []targetSummary
 	for _, c := range cases {
+		if c.PoolOrderBurst {
+			continue
+		}
 		directByRound := map[int]runResult{}
 		for _, r := range runs {
 			if r.Case == c.Name && r.Target == targetDirect && r.OK {
@@ -404,7 +413,8 @@ const jsonDescription = "sysbench against several targets, run round-robin in ea
 	"*_per_1k_queries divide them by sysbench's query count; gateway_peak_rss_bytes is VmHWM, reset before each gateway run. " +
 	"Cases with replica_reads true run only direct and the gateway, over the primary and the replica with replica_reads: on, direct against the primary alone; " +
 	"in the other cases replication is paused and every target sends every statement to the primary. " +
-	"summary: one row per case and target, medians over successful runs; ratio_to_direct is the median over rounds of the target's qps / direct qps in the same round."
+	"summary: one row per case and target, medians over successful runs; ratio_to_direct is the median over rounds of the target's qps / direct qps in the same round. " +
+	"The pool_order_burst case is not in summary: each of its runs (direct, gateway-round_robin, gateway-lifo) holds its quiet phase in the usual fields and the fill, the pool's connections and the burst in pool_order (see e2e/bench/cmd/sbbench/poolorder.go)."
 
 // totalRuns is the number of runs of a complete benchmark.
 func (b *bench) totalRuns() int {
@@ -462,7 +472,10 @@ func (b *bench) writeResults(runErr error) error {
 	if !d.Complete {
 		fmt.Printf("INCOMPLETE RUN (%d of %d runs)\n", len(b.runs), b.totalRuns())
 	}
-	printTable(os.Stdout, d.Summary)
+	if len(d.Summary) > 0 {
+		printTable(os.Stdout, d.Summary)
+	}
+	printPoolOrder(os.Stdout, d.Cases, d.Runs)
 	fmt.Printf("\nTook %s. Results: %s (results.json, summary.md, ratios.svg, sysbench/)\n",
 		fmtDuration(time.Duration(d.DurationS*float64(time.Second))), b.dir)
 	return nil
@@ -516,47 +529,50 @@ func markdown(d resultsDoc) string {
 	fmt.Fprintf(&b, "- gateways: every one lists the primary and the replica; pools of %d connections per backend (`main`, and `replicas` for the read_only_replicas cases), %d for the multiplexing case (`mux`); replica_reads off except in `replicas` (max_replica_lag %s)\n\n",
 		mainPoolSize, muxPoolSize, maxReplicaLag)
 
-	b.WriteString("## Summary\n\n")
-	b.WriteString("One row per case and target; medians over successful runs. Targets: **direct** is the MariaDB primary; **haproxy** HAProxy in TCP mode ")
-	b.WriteString("in front of it; **gorelay** a minimal Go TCP relay (io.Copy in one goroutine per direction), the floor a Go proxy cannot go below; ")
-	b.WriteString("**gateway** the gateway; **gateway-loop** the gateway with `io_loops: 1`; other names are peers given with `-peers`. ")
-	b.WriteString("**×direct** is the median over rounds of the target's QPS / direct QPS in the same round. ")
-	b.WriteString("CPU columns are µs of CPU time per sysbench query over sysbench's measured window: proxy = the proxy process (utime+stime from /proc/PID/stat; ")
-	b.WriteString("a peer's only when given with its PID), mariadbd = the primary, replica = the replica, machine = the busy time of all CPUs ")
-	b.WriteString("(/proc/stat: total − idle − iowait; everything running on the machine, sysbench included). A target's machine µs/q minus direct's is ")
-	b.WriteString("what it costs the machine per query; the gateway's proxy µs/q minus gorelay's is its cost above the Go relay floor. ")
-	b.WriteString("Errors are sysbench's ignored errors summed over runs.\n\n")
-	for _, s := range d.Summary {
-		if s.ReplicaReads {
-			b.WriteString("**read_only_replicas cases run direct and the gateway only** (a relay or peer would forward to the primary and repeat the read_only rows). ")
-			b.WriteString("**The gateway uses two servers**, the primary and the replica, with `replica_reads: on` ")
-			b.WriteString("(reads go to the replica, the primary is the fallback); direct uses the primary alone. ")
-			b.WriteString("Their ×direct compares one MariaDB with the gateway in front of two; for the database CPU per query of the gateway add ")
-			b.WriteString("the primary's and the replica's columns. Both run sysbench with `--skip-trx=on` (autocommit): ")
-			b.WriteString("the gateway keeps reads inside a transaction on the primary. In every other case `replica_reads` is off ")
-			b.WriteString("and replication is paused: every target sends every statement to the primary.\n\n")
-			break
+	if len(d.Summary) > 0 { // not when only pool_order_burst ran
+		b.WriteString("## Summary\n\n")
+		b.WriteString("One row per case and target; medians over successful runs. Targets: **direct** is the MariaDB primary; **haproxy** HAProxy in TCP mode ")
+		b.WriteString("in front of it; **gorelay** a minimal Go TCP relay (io.Copy in one goroutine per direction), the floor a Go proxy cannot go below; ")
+		b.WriteString("**gateway** the gateway; **gateway-loop** the gateway with `io_loops: 1`; other names are peers given with `-peers`. ")
+		b.WriteString("**×direct** is the median over rounds of the target's QPS / direct QPS in the same round. ")
+		b.WriteString("CPU columns are µs of CPU time per sysbench query over sysbench's measured window: proxy = the proxy process (utime+stime from /proc/PID/stat; ")
+		b.WriteString("a peer's only when given with its PID), mariadbd = the primary, replica = the replica, machine = the busy time of all CPUs ")
+		b.WriteString("(/proc/stat: total − idle − iowait; everything running on the machine, sysbench included). A target's machine µs/q minus direct's is ")
+		b.WriteString("what it costs the machine per query; the gateway's proxy µs/q minus gorelay's is its cost above the Go relay floor. ")
+		b.WriteString("Errors are sysbench's ignored errors summed over runs.\n\n")
+		for _, s := range d.Summary {
+			if s.ReplicaReads {
+				b.WriteString("**read_only_replicas cases run direct and the gateway only** (a relay or peer would forward to the primary and repeat the read_only rows). ")
+				b.WriteString("**The gateway uses two servers**, the primary and the replica, with `replica_reads: on` ")
+				b.WriteString("(reads go to the replica, the primary is the fallback); direct uses the primary alone. ")
+				b.WriteString("Their ×direct compares one MariaDB with the gateway in front of two; for the database CPU per query of the gateway add ")
+				b.WriteString("the primary's and the replica's columns. Both run sysbench with `--skip-trx=on` (autocommit): ")
+				b.WriteString("the gateway keeps reads inside a transaction on the primary. In every other case `replica_reads` is off ")
+				b.WriteString("and replication is paused: every target sends every statement to the primary.\n\n")
+				break
+			}
 		}
-	}
-	b.WriteString("|")
-	for _, c := range columns {
-		b.WriteString(" " + c.md + " |")
-	}
-	b.WriteString("\n|")
-	for _, c := range columns {
-		if c.left {
-			b.WriteString("---|")
-		} else {
-			b.WriteString("---:|")
+		b.WriteString("|")
+		for _, c := range columns {
+			b.WriteString(" " + c.md + " |")
 		}
+		b.WriteString("\n|")
+		for _, c := range columns {
+			if c.left {
+				b.WriteString("---|")
+			} else {
+				b.WriteString("---:|")
+			}
+		}
+		b.WriteString("\n")
+		for _, s := range d.Summary {
+			b.WriteString("| " + strings.Join(tableRow(s), " | ") + " |\n")
+		}
+		b.WriteString("\n![target/direct QPS ratios](ratios.svg)\n")
 	}
-	b.WriteString("\n")
-	for _, s := range d.Summary {
-		b.WriteString("| " + strings.Join(tableRow(s), " | ") + " |\n")
-	}
-	b.WriteString("\n![target/direct QPS ratios](ratios.svg)\n")
 	b.WriteString(hotRowMarkdown(d.Cases, d.Runs))
 	b.WriteString(consolidationMarkdown(d.Cases, d.Runs))
+	b.WriteString(poolOrderMarkdown(d.Cases, d.Runs))
 
 	var fails strings.Builder
 	writeFailures(&fails, d.Summary, "")

@@ -103,6 +103,56 @@ func TestParseSysbench(t *testing.T) {
 	}
 }
 
+// sysbench 1.0.20 output of a run with --report-interval=1
+// --percentile=99, trimmed; with --rate it also prints queue lines.
+const intervalOutput = `sysbench 1.0.20 (using system LuaJIT 2.1.0-beta3)
+
+Running the test with following options:
+Number of threads: 64
+Report intermediate results every 1 second(s)
+
+Threads started!
+
+[ 1s ] thds: 64 tps: 11932.54 qps: 11932.54 (r/w/o: 11932.54/0.00/0.00) lat (ms,99%): 17.63 err/s: 0.00 reconn/s: 0.00
+[ 1s ] queue length: 0, concurrency: 3
+[ 2s ] thds: 64 tps: 14593.24 qps: 14593.24 (r/w/o: 14593.24/0.00/0.00) lat (ms,99%): 11.87 err/s: 1.50 reconn/s: 2.00
+[ 10s ] thds: 63 tps: 0.00 qps: 0.00 (r/w/o: 0.00/0.00/0.00) lat (ms,99%): 0.00 err/s: 0.00 reconn/s: 0.00
+[ 11s ] thds: 64 tps: 12.00 qps: 12.00 (r/w/o: 12.
+SQL statistics:
+    queries:                             234739 (15631.27 per sec.)
+Latency (ms):
+         99th percentile:                       11.87
+`
+
+func TestParseIntervals(t *testing.T) {
+	got := parseIntervals(intervalOutput)
+	want := []sbInterval{
+		{Second: 1, Threads: 64, TPS: 11932.54, QPS: 11932.54, Pct: 99, LatMs: 17.63},
+		{Second: 2, Threads: 64, TPS: 14593.24, QPS: 14593.24, Pct: 99, LatMs: 11.87, ErrPS: 1.5, ReconnPS: 2},
+		{Second: 10, Threads: 63, Pct: 99},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d intervals, want %d (the queue line and the cut line left out): %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("interval %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if o := parseSysbench(intervalOutput); o.P99Ms != 11.87 || o.Queries != 234739 {
+		t.Errorf("the report after the intervals: %+v", o)
+	}
+	if got := parseIntervals(okOutput); len(got) != 0 {
+		t.Errorf("a run without intervals: %+v", got)
+	}
+	// sysbench prints 95 when asked for --percentile=95, and fractions
+	// of a second are read as they come.
+	got = parseIntervals("[ 0.5s ] thds: 8 tps: 1.00 qps: 2.00 (r/w/o: 2.00/0.00/0.00) lat (ms,95%): 3.10 err/s: 0.00 reconn/s: 0.00\n")
+	if len(got) != 1 || got[0].Second != 0.5 || got[0].Pct != 95 || got[0].LatMs != 3.1 || got[0].QPS != 2 {
+		t.Errorf("0.5s at 95%%: %+v", got)
+	}
+}
+
 func TestParseProc(t *testing.T) {
 	// The command name may hold spaces and parentheses.
 	stat := "1234 (my (odd) name) S 1 1234 1234 0 -1 4194560 500 0 0 0 250 75 0 0 20 0 12 0 100 0 0\n"
@@ -150,11 +200,15 @@ func TestSettingsAndCases(t *testing.T) {
 		t.Fatalf("full defaults: %+v, %v", s, err)
 	}
 	cases, err := buildCases(s)
-	if err != nil || len(cases) != 21 {
-		t.Fatalf("full run: %d cases, %v; want 3 workloads x 2 thread counts x 2 ps modes + 2 replica reads + 1 equal rate + 2 hot rows + 2 consolidation + 2 mux", len(cases), err)
+	if err != nil || len(cases) != 22 {
+		t.Fatalf("full run: %d cases, %v; want 3 workloads x 2 thread counts x 2 ps modes + 2 replica reads + 1 equal rate + 2 hot rows + 2 consolidation + 2 mux + 1 pool order", len(cases), err)
 	}
-	if c := cases[len(cases)-1]; c.Threads != muxThreads || c.PoolSize != muxPoolSize || c.Gateway != "mux" {
-		t.Fatalf("last case is not the multiplexing case: %+v", c)
+	if c := cases[len(cases)-2]; c.Threads != muxThreads || c.PoolSize != muxPoolSize || c.Gateway != "mux" {
+		t.Fatalf("the last case but one is not the multiplexing case: %+v", c)
+	}
+	if c := cases[len(cases)-1]; !c.PoolOrderBurst || c.Name != "pool_order_burst" || c.Rate != defaultBurstRate || c.PSMode != "disable" ||
+		c.PoolSize != 64 || c.rounds(2) != 1 || s.BurstQuiet != 6*time.Minute {
+		t.Fatalf("the last case is not the pool order case (quiet %s): %+v", s.BurstQuiet, c)
 	}
 	// The replica-read cases follow read_only, before any case that writes.
 	var names []string
@@ -171,7 +225,8 @@ func TestSettingsAndCases(t *testing.T) {
 		"point_select ps=disable t=8 rate=10000," +
 		"hotrow t=64,hotrow protected t=64," +
 		"consolidation off t=64,consolidation t=64," +
-		"mux point_select ps=auto t=512 pool=32,mux point_select ps=disable t=512 pool=32"
+		"mux point_select ps=auto t=512 pool=32,mux point_select ps=disable t=512 pool=32," +
+		"pool_order_burst"
 	if got := strings.Join(names, ","); got != wantOrder {
 		t.Fatalf("full run cases:\n%s\nwant:\n%s", got, wantOrder)
 	}
@@ -198,7 +253,7 @@ func TestSettingsAndCases(t *testing.T) {
 	}
 	if s2, err := parseSettings([]string{"-rate", "0"}, env(nil)); err != nil {
 		t.Fatal(err)
-	} else if cases, err := buildCases(s2); err != nil || len(cases) != 20 {
+	} else if cases, err := buildCases(s2); err != nil || len(cases) != 21 {
 		t.Fatalf("-rate 0: %d cases, %v", len(cases), err)
 	}
 	// Every case runs the default targets (gateway-loop where io_uring
@@ -212,6 +267,9 @@ func TestSettingsAndCases(t *testing.T) {
 		want := defaults
 		if c.ReplicaReads || c.HotRows || c.HotReads {
 			want = "direct,gateway"
+		}
+		if c.PoolOrderBurst {
+			want = "direct,gateway-round_robin,gateway-lifo"
 		}
 		if got := strings.Join(c.Targets, ","); got != want {
 			t.Errorf("case %q: targets %s, want %s", c.Name, got, want)
@@ -232,13 +290,53 @@ func TestSettingsAndCases(t *testing.T) {
 		t.Fatalf("quick: %+v, %v", s, err)
 	}
 	cases, _ = buildCases(s)
-	if len(cases) != 4 {
-		t.Fatalf("quick run: %d cases, want 4", len(cases))
+	if len(cases) != 5 || s.BurstQuiet != time.Minute || !cases[4].PoolOrderBurst {
+		t.Fatalf("quick run: %d cases, quiet phase %s; want 4 and the pool order case with 1m", len(cases), s.BurstQuiet)
 	}
-	for _, c := range cases {
+	for _, c := range cases[:4] {
 		if c.ReplicaReads || c.Gateway != "main" {
 			t.Fatalf("quick run has %+v", c)
 		}
+	}
+
+	// BENCH_CASES=pool_order_burst: that case alone, once, in a full or a
+	// quick run.
+	for _, quick := range []string{"", "1"} {
+		s, err = parseSettings(nil, env(map[string]string{"BENCH_CASES": "pool_order_burst", "BENCH_QUICK": quick, "BENCH_ROUNDS": "3"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases, err = buildCases(s)
+		if err != nil || len(cases) != 1 || !cases[0].PoolOrderBurst || cases[0].rounds(s.Rounds) != 1 {
+			t.Fatalf("pool_order_burst filter (quick %q): %+v, %v", quick, cases, err)
+		}
+	}
+	s, err = parseSettings([]string{"-burst-rate", "0"}, env(map[string]string{"BENCH_BURST_QUIET": "90s"}))
+	if err != nil || s.BurstQuiet != 90*time.Second || s.BurstRate != 0 {
+		t.Fatalf("BENCH_BURST_QUIET=90s -burst-rate 0: %+v, %v", s, err)
+	}
+	if c := poolOrderCase(s); c.Rate != 0 {
+		t.Fatalf("-burst-rate 0: case rate %d", c.Rate)
+	}
+	if s, err = parseSettings([]string{"-burst-quiet", "2m"}, env(map[string]string{"BENCH_BURST_RATE": "3000"})); err != nil ||
+		s.BurstQuiet != 2*time.Minute || poolOrderCase(s).Rate != 3000 {
+		t.Fatalf("-burst-quiet 2m, BENCH_BURST_RATE=3000: %+v, %v", s, err)
+	}
+	for _, bad := range []string{"5s", "six minutes", "-1m"} {
+		if _, err := parseSettings(nil, env(map[string]string{"BENCH_BURST_QUIET": bad})); err == nil || !strings.Contains(err.Error(), "BENCH_BURST_QUIET") {
+			t.Errorf("BENCH_BURST_QUIET=%q: %v", bad, err)
+		}
+	}
+	if _, err := parseSettings([]string{"-burst-quiet", "1s"}, env(nil)); err == nil {
+		t.Error("-burst-quiet 1s: no error")
+	}
+	if _, err := parseSettings([]string{"-burst-rate", "-1"}, env(nil)); err == nil {
+		t.Error("-burst-rate -1: no error")
+	}
+	// Without the gateway target there is no pool order case.
+	s.Targets, s.CaseFilter = []string{"direct", "haproxy"}, "pool_order"
+	if _, err := buildCases(s); err == nil || !strings.Contains(err.Error(), "gateway target") {
+		t.Fatalf("pool_order filter without the gateway: %v", err)
 	}
 
 	// BENCH_CASES=replicas: the two replica-read cases of a full run.
@@ -378,6 +476,36 @@ func TestHAProxyConfig(t *testing.T) {
 	}
 	if out, err := exec.Command(bin, "-c", "-f", path).CombinedOutput(); err != nil {
 		t.Fatalf("haproxy -c: %v\n%s", err, out)
+	}
+}
+
+func TestGatewayConfigPoolOrder(t *testing.T) {
+	for _, tc := range []struct {
+		order string
+		idle  time.Duration
+	}{{"", 0}, {"lifo", 0}, {"round_robin", 30 * time.Second}, {"lifo", 4 * time.Minute}} {
+		g := &proxyProc{
+			kind: "gateway", name: "gateway-x", addr: "127.0.0.1:1000", httpAddr: "127.0.0.1:1001", backends: []string{"127.0.0.1:2000"},
+			poolSize: 64, user: "app", pwd: "app", order: tc.order, idleTimeout: tc.idle,
+		}
+		c, err := config.Parse([]byte(g.gatewayConfig()))
+		if err != nil {
+			t.Fatalf("%+v: %v\n%s", tc, err, g.gatewayConfig())
+		}
+		p := c.Clusters[0].Pool
+		wantOrder, wantIdle := tc.order, tc.idle
+		if wantOrder == "" {
+			wantOrder = config.PoolOrderRoundRobin
+		}
+		if wantIdle == 0 {
+			wantIdle = defaultIdleTimeout
+		}
+		if p.Order != wantOrder || p.IdleTimeout == nil || *p.IdleTimeout != wantIdle || p.Size != 64 || p.MinIdle == nil || *p.MinIdle != 4 {
+			t.Errorf("%+v: parsed pool %+v", tc, p)
+		}
+		if tc.idle == 0 && strings.Contains(g.gatewayConfig(), "idle_timeout") {
+			t.Errorf("the default idle_timeout is written out:\n%s", g.gatewayConfig())
+		}
 	}
 }
 

@@ -115,6 +115,69 @@ func parseSysbench(out string) sbOutput {
 	return o
 }
 
+// sbInterval is one of the lines sysbench prints every --report-interval
+// seconds of a run (1.0.x format):
+//
+//	[ 1s ] thds: 64 tps: 27044.85 qps: 27044.85 (r/w/o: 27044.85/0.00/0.00) lat (ms,99%): 6.21 err/s: 0.00 reconn/s: 0.00
+//
+// Each line covers the interval that ends at its second (the first, the
+// run's first second: sysbench's clock starts at "Threads started!",
+// every client connected); LatMs is the --percentile percentile of the
+// events of that interval, Pct that percentile.
+type sbInterval struct {
+	Second   float64 `json:"s"`
+	Threads  int     `json:"threads"`
+	TPS      float64 `json:"tps"`
+	QPS      float64 `json:"qps"`
+	Pct      float64 `json:"pct"`
+	LatMs    float64 `json:"lat_ms"`
+	ErrPS    float64 `json:"err_per_s"`
+	ReconnPS float64 `json:"reconn_per_s"`
+}
+
+var (
+	reIntervalHead = regexp.MustCompile(`^\[\s*([\d.]+)s\s*\]\s+thds:\s+(\d+)\s`)
+	reIntervalTPS  = regexp.MustCompile(`\stps:\s+([\d.]+)`)
+	reIntervalQPS  = regexp.MustCompile(`\sqps:\s+([\d.]+)`)
+	reIntervalLat  = regexp.MustCompile(`\slat \(ms,([\d.]+)%\):\s+([\d.]+)`)
+	reIntervalErr  = regexp.MustCompile(`\serr/s:\s+([\d.]+)`)
+	reIntervalRec  = regexp.MustCompile(`\sreconn/s:\s+([\d.]+)`)
+)
+
+// parseIntervals returns the interval lines of a run's output, in order.
+// A line that starts like one ("[ 3s ] thds: N") but lacks its tps, qps
+// or latency (a line cut short by a killed sysbench) is left out, and so
+// are the "[ Ns ] queue length: ..." lines of a run with --rate.
+func parseIntervals(out string) []sbInterval {
+	var list []sbInterval
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		h := reIntervalHead.FindStringSubmatch(line)
+		if h == nil {
+			continue
+		}
+		tps, qps, lat := reIntervalTPS.FindStringSubmatch(line), reIntervalQPS.FindStringSubmatch(line), reIntervalLat.FindStringSubmatch(line)
+		if tps == nil || qps == nil || lat == nil {
+			continue
+		}
+		var iv sbInterval
+		iv.Second, _ = strconv.ParseFloat(h[1], 64)
+		iv.Threads, _ = strconv.Atoi(h[2])
+		iv.TPS, _ = strconv.ParseFloat(tps[1], 64)
+		iv.QPS, _ = strconv.ParseFloat(qps[1], 64)
+		iv.Pct, _ = strconv.ParseFloat(lat[1], 64)
+		iv.LatMs, _ = strconv.ParseFloat(lat[2], 64)
+		if m := reIntervalErr.FindStringSubmatch(line); m != nil {
+			iv.ErrPS, _ = strconv.ParseFloat(m[1], 64)
+		}
+		if m := reIntervalRec.FindStringSubmatch(line); m != nil {
+			iv.ReconnPS, _ = strconv.ParseFloat(m[1], 64)
+		}
+		list = append(list, iv)
+	}
+	return list
+}
+
 // quoted matches single-quoted text in sysbench's error lines (the failing
 // query, the SQLSTATE).
 var quoted = regexp.MustCompile(`'[^']*'`)
@@ -183,7 +246,11 @@ type sbRun struct {
 	interrupted bool  // killed because ctx ended
 	begin, end  cpuSample
 	windowExact bool // both samples were taken at sysbench's markers
-	clientCPU   time.Duration
+	// launched is when sysbench was started; started when it printed
+	// "Threads started!" (zero if it never did): between them it
+	// connected its clients (and ran its thread_init).
+	launched, started time.Time
+	clientCPU         time.Duration
 }
 
 // runSysbench runs sysbench with args, copies its output to logPath, and
@@ -209,6 +276,7 @@ func runSysbench(ctx context.Context, args []string, logPath string, hardTimeout
 	cmd.Stderr = pw
 	cmd.SysProcAttr = childAttr()
 	r := &sbRun{begin: sample()}
+	r.launched = time.Now()
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
@@ -241,6 +309,7 @@ func runSysbench(ctx context.Context, args []string, logPath string, hardTimeout
 		switch {
 		case !sawStart && strings.HasPrefix(line, "Threads started!"):
 			sawStart = true
+			r.started = time.Now()
 			r.begin = sample()
 		case !sawEnd && strings.HasPrefix(line, "SQL statistics:"):
 			sawEnd = true
