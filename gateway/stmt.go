@@ -392,9 +392,13 @@ func (ss *Session) executeBackend(st *stmt, p []byte, flags byte) error {
 	defer ss.srv.metrics.endStatement(&sp)
 	sql := unsafe.Slice(unsafe.StringData(st.sql), len(st.sql))
 	var rt retry
+	defer func() { ss.execCall = false }()
 	for {
 		pinned := ss.lease != nil
 		retryable := ss.retryable(&rt)
+		// Set before prepareStatement: a prepared CALL gets the diag
+		// marker even when the session's warning list is empty.
+		ss.execCall = isCall(sql)
 		ss.shedCheck = rt.attempt == 0 && ss.mayShed(p[0], route)
 		conn, err := ss.backend(route, rt.avoid, false)
 		ss.shedCheck = false
@@ -430,7 +434,6 @@ func (ss *Session) executeBackend(st *stmt, p []byte, flags byte) error {
 		}
 		wire.SetStmtCommandID(p, bid)
 		ss.relay.HoldReadOnly = retryable && ss.leaseRole == rolePrimary
-		ss.execCall = isCall(sql)
 		// MariaDB opens no cursor for a CALL: the cursor-exists bit on its
 		// results is the procedure's own cursor's.
 		ss.relay.Cursor = flags&0x0f != 0 && !ss.execCall
