@@ -62,13 +62,25 @@ users:
 			c := mysql.NewConfig()
 			c.User, c.Passwd, c.Net, c.Addr, c.DBName = user, user+"-pw", "tcp", addr, testDB
 			c.Timeout = 10 * time.Second
-			// Statements as text: a prepared read of PROCESSLIST goes to
-			// MariaDB as written (README: Security model).
+			// Statements with arguments as text; binaryDSN for prepared
+			// ones.
 			c.InterpolateParams = true
 			return c.FormatDSN()
 		}
 	}
 	return map[string]func(string) string{"direct": dsn(shared.db.Addr()), "gateway": dsn(srv.Addr().String())}
+}
+
+// binaryDSN is dsn with statements that have arguments prepared
+// (COM_STMT_PREPARE, EXECUTE), not sent as text.
+func binaryDSN(t *testing.T, dsn string) string {
+	t.Helper()
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.InterpolateParams = false
+	return c.FormatDSN()
 }
 
 // i37Conn is one connection of user and its CONNECTION_ID().
@@ -118,6 +130,7 @@ func TestProcessListUserLock(t *testing.T) {
 		holder, holderID := i37Conn(t, dsn)
 		waiter, waiterID := i37Conn(t, dsn)
 		observer, _ := i37Conn(t, dsn)
+		prepObserver, _ := i37Conn(t, binaryDSN(t, dsn))
 		var got int
 		if err := holder.QueryRowContext(ctx, "SELECT GET_LOCK('i37lock', 30)").Scan(&got); err != nil || got != 1 {
 			t.Fatalf("%s: GET_LOCK: %d, %v", name, got, err)
@@ -158,6 +171,15 @@ func TestProcessListUserLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		lines = append(lines, "waiter in information_schema.PROCESSLIST: "+s)
+		// The same reads prepared: answered from the sessions of the
+		// execute, as text.
+		if err := prepObserver.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND INFO = ?", wait).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := prepObserver.QueryRowContext(ctx, "SELECT CONCAT(COMMAND, '/', STATE) FROM information_schema.PROCESSLIST WHERE ID = ?", waiterID).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, fmt.Sprintf("prepared: waiters %d, waiter %s", n, s))
 		if _, err := holder.ExecContext(ctx, "DO RELEASE_LOCK('i37lock')"); err != nil {
 			t.Fatal(err)
 		}
