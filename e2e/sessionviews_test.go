@@ -20,8 +20,11 @@ import (
 // and what a client sees must be the same.
 
 // i37Accounts are the MariaDB accounts of the tests and their global
-// grants: i37adm may kill any thread, i37proc sees every thread.
+// grants: i37adm may kill any thread, i37proc sees every thread, and so
+// does i37rol through its default role (i37role, granted i37role2, which
+// has PROCESS).
 var i37Accounts = map[string]string{
+	"i37rol":  "",
 	"i37a":    "",
 	"i37b":    "",
 	"i37adm":  "CONNECTION ADMIN",
@@ -37,6 +40,8 @@ func i37Targets(t *testing.T) map[string]func(user string) string {
 		t.Fatal(err)
 	}
 	defer root.Close()
+	mustExec(t, root, "DROP ROLE IF EXISTS i37role", "DROP ROLE IF EXISTS i37role2", "CREATE ROLE i37role", "CREATE ROLE i37role2",
+		"GRANT PROCESS ON *.* TO i37role2", "GRANT i37role2 TO i37role")
 	var users strings.Builder
 	for u, grant := range i37Accounts {
 		for _, host := range []string{"%", "127.0.0.1", "localhost"} {
@@ -45,6 +50,9 @@ func i37Targets(t *testing.T) map[string]func(user string) string {
 				fmt.Sprintf("GRANT SELECT ON %s.* TO '%s'@'%s'", testDB, u, host))
 			if grant != "" {
 				mustExec(t, root, fmt.Sprintf("GRANT %s ON *.* TO '%s'@'%s'", grant, u, host))
+			}
+			if u == "i37rol" {
+				mustExec(t, root, fmt.Sprintf("GRANT i37role TO '%s'@'%s'", u, host), fmt.Sprintf("SET DEFAULT ROLE i37role FOR '%s'@'%s'", u, host))
 			}
 		}
 		fmt.Fprintf(&users, "  - {user: %s, password: %s-pw, backend_user: %s, backend_password: %s-pw}\n", u, u, u, u)
@@ -200,7 +208,7 @@ func TestProcessListUserLock(t *testing.T) {
 // TestPrivilegesOfBackendAccount: a user whose own MariaDB account has
 // CONNECTION ADMIN kills another user's statement (the gateway answered
 // 1095); one without gets MariaDB's 1095; one with PROCESS sees the other
-// users' sessions, one without does not.
+// users' sessions (also through its default role), one without does not.
 func TestPrivilegesOfBackendAccount(t *testing.T) {
 	ctx := context.Background()
 	targets := i37Targets(t)
@@ -211,11 +219,12 @@ func TestPrivilegesOfBackendAccount(t *testing.T) {
 		adm, _ := i37Conn(t, dsn("i37adm"))
 		plain, _ := i37Conn(t, dsn("i37a"))
 		proc, _ := i37Conn(t, dsn("i37proc"))
+		rol, _ := i37Conn(t, dsn("i37rol"))
 		var lines []string
 		for _, c := range []struct {
 			who string
 			c   *sql.Conn
-		}{{"i37a", plain}, {"i37proc", proc}} {
+		}{{"i37a", plain}, {"i37proc", proc}, {"i37rol", rol}} {
 			var n int
 			if err := c.c.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'i37b'").Scan(&n); err != nil {
 				t.Fatal(err)
