@@ -1009,13 +1009,26 @@ func binaryIntRows(t *testing.T, resp []byte) []int64 {
 // 0" after a statement that raised a warning), whichever pooled
 // connection executes it and whatever the gateway read from that
 // connection before; a CALL that raises nothing leaves an empty list.
-// Repeated so that the executes land on several pooled connections.
+// The gateway has one pooled connection, so the execute runs right after
+// the gateway's own read of what the prepare left there (which left the
+// row number at 1); repeated on the shared gateway, whose pool moves the
+// execute from connection to connection.
 func TestPreparedCallWarningRow(t *testing.T) {
 	setup := direct(t)
 	mustExec(t, setup, "DROP DATABASE IF EXISTS e2e_callrow", "CREATE DATABASE e2e_callrow")
 	t.Cleanup(func() { setup.Exec("DROP DATABASE IF EXISTS e2e_callrow") })
-	var runs [2][]recorded
-	for i, tg := range targets() {
+	one := startTestGateway(t, "callrow", fmt.Sprintf(`
+listen: 127.0.0.1:0
+http_listen: "off"
+log: {level: %s}
+users:
+  - {user: %s, password: %s}
+clusters:
+  - {name: main, backend_user: %s, backend_password: %s, backends: [%q], pool: {size: 1, min_idle: 0, acquire_timeout: 20s}}
+`, logLevel(), appUser, appPass, backendUser, backendPass, shared.db.Addr()))
+	tgs := append(targets(), target{name: "gateway, one connection", gateway: true, addr: one.Addr().String(), user: appUser, pass: appPass})
+	runs := make([][]recorded, len(tgs))
+	for i, tg := range tgs {
 		s := newRawSession(t, tg, 0)
 		s.query("USE e2e_callrow")
 		for n := 0; n < 6; n++ {
@@ -1034,4 +1047,5 @@ func TestPreparedCallWarningRow(t *testing.T) {
 		s.bc.Close()
 	}
 	compareRecorded(t, "prepared CALL", runs[0], runs[1])
+	compareRecorded(t, "prepared CALL, one connection", runs[0], runs[2])
 }
