@@ -1017,15 +1017,7 @@ func TestPreparedCallWarningRow(t *testing.T) {
 	setup := direct(t)
 	mustExec(t, setup, "DROP DATABASE IF EXISTS e2e_callrow", "CREATE DATABASE e2e_callrow")
 	t.Cleanup(func() { setup.Exec("DROP DATABASE IF EXISTS e2e_callrow") })
-	one := startTestGateway(t, "callrow", fmt.Sprintf(`
-listen: 127.0.0.1:0
-http_listen: "off"
-log: {level: %s}
-users:
-  - {user: %s, password: %s}
-clusters:
-  - {name: main, backend_user: %s, backend_password: %s, backends: [%q], pool: {size: 1, min_idle: 0, acquire_timeout: 20s}}
-`, logLevel(), appUser, appPass, backendUser, backendPass, shared.db.Addr()))
+	one := startTestGateway(t, "callrow", opsYAML("", "", "size: 1, min_idle: 0"))
 	tgs := append(targets(), target{name: "gateway, one connection", gateway: true, addr: one.Addr().String(), user: appUser, pass: appPass})
 	runs := make([][]recorded, len(tgs))
 	for i, tg := range tgs {
