@@ -296,6 +296,9 @@ func compatSteps() []compatStep {
 		prp("SELECT * FROM nope WHERE id = ?", int64(1)),
 		prp("SHOW COLUMNS FROM t2"),
 		prp("EXPLAIN SELECT * FROM t2 WHERE id = ?", int64(1)),
+		// Preparing raises a note: the EOFs of the answer count it.
+		prp("EXPLAIN EXTENDED SELECT (SELECT 2) FROM t2 WHERE id = ?", int64(1)),
+		compatStep{q: "SHOW WARNINGS"},
 		prp("SET @cmp_p = ?", "from prepared"),
 		compatStep{q: "SELECT @cmp_p"},
 		prp("SELECT f1(?)", int64(5)),

@@ -1003,3 +1003,41 @@ func binaryIntRows(t *testing.T, resp []byte) []int64 {
 	}
 	return out
 }
+
+// TestPreparedCallWarningRow: the warnings a prepared CALL raises while
+// it converts its arguments quote the row number MariaDB's do ("at row
+// 0" after a statement that raised a warning), whichever pooled
+// connection executes it and whatever the gateway read from that
+// connection before; a CALL that raises nothing leaves an empty list.
+// The gateway has one pooled connection, so the execute runs right after
+// the gateway's own read of what the prepare left there (which left the
+// row number at 1); repeated on the shared gateway, whose pool moves the
+// execute from connection to connection.
+func TestPreparedCallWarningRow(t *testing.T) {
+	setup := direct(t)
+	mustExec(t, setup, "DROP DATABASE IF EXISTS e2e_callrow", "CREATE DATABASE e2e_callrow")
+	t.Cleanup(func() { setup.Exec("DROP DATABASE IF EXISTS e2e_callrow") })
+	one := startTestGateway(t, "callrow", opsYAML("", "", "size: 1, min_idle: 0"))
+	tgs := append(targets(), target{name: "gateway, one connection", gateway: true, addr: one.Addr().String(), user: appUser, pass: appPass})
+	runs := make([][]recorded, len(tgs))
+	for i, tg := range tgs {
+		s := newRawSession(t, tg, 0)
+		s.query("USE e2e_callrow")
+		for n := 0; n < 6; n++ {
+			s.query("DROP TABLE IF EXISTS t")
+			s.query("DROP PROCEDURE IF EXISTS p")
+			s.query("CREATE TABLE t (a TIME(6), b TIME(6))")
+			s.query("CREATE PROCEDURE p(x TIME, y TIME(4)) INSERT INTO t VALUES (x, y)")
+			s.query("SELECT CAST('x' AS INT)")
+			s.prepare("c", "CALL p('2010-02-03 4:5:6.789123', '2010-02-03 4:5:6.789123')")
+			runs[i] = append(runs[i], recorded{"execute", s.execute("c", 0, true)}, recorded{"SHOW WARNINGS", s.query("SHOW WARNINGS")})
+			s.prepare("q", "CALL p('04:05:06', '04:05:06')")
+			runs[i] = append(runs[i], recorded{"execute quiet", s.execute("q", 0, true)}, recorded{"SHOW WARNINGS after quiet", s.query("SHOW WARNINGS")})
+			s.close("c")
+			s.close("q")
+		}
+		s.bc.Close()
+	}
+	compareRecorded(t, "prepared CALL", runs[0], runs[1])
+	compareRecorded(t, "prepared CALL, one connection", runs[0], runs[2])
+}

@@ -20,8 +20,11 @@ import (
 // and what a client sees must be the same.
 
 // i37Accounts are the MariaDB accounts of the tests and their global
-// grants: i37adm may kill any thread, i37proc sees every thread.
+// grants: i37adm may kill any thread, i37proc sees every thread, and so
+// does i37rol through its default role (i37role, granted i37role2, which
+// has PROCESS).
 var i37Accounts = map[string]string{
+	"i37rol":  "",
 	"i37a":    "",
 	"i37b":    "",
 	"i37adm":  "CONNECTION ADMIN",
@@ -37,6 +40,8 @@ func i37Targets(t *testing.T) map[string]func(user string) string {
 		t.Fatal(err)
 	}
 	defer root.Close()
+	mustExec(t, root, "DROP ROLE IF EXISTS i37role", "DROP ROLE IF EXISTS i37role2", "CREATE ROLE i37role", "CREATE ROLE i37role2",
+		"GRANT PROCESS ON *.* TO i37role2", "GRANT i37role2 TO i37role")
 	var users strings.Builder
 	for u, grant := range i37Accounts {
 		for _, host := range []string{"%", "127.0.0.1", "localhost"} {
@@ -45,6 +50,9 @@ func i37Targets(t *testing.T) map[string]func(user string) string {
 				fmt.Sprintf("GRANT SELECT ON %s.* TO '%s'@'%s'", testDB, u, host))
 			if grant != "" {
 				mustExec(t, root, fmt.Sprintf("GRANT %s ON *.* TO '%s'@'%s'", grant, u, host))
+			}
+			if u == "i37rol" {
+				mustExec(t, root, fmt.Sprintf("GRANT i37role TO '%s'@'%s'", u, host), fmt.Sprintf("SET DEFAULT ROLE i37role FOR '%s'@'%s'", u, host))
 			}
 		}
 		fmt.Fprintf(&users, "  - {user: %s, password: %s-pw, backend_user: %s, backend_password: %s-pw}\n", u, u, u, u)
@@ -62,13 +70,25 @@ users:
 			c := mysql.NewConfig()
 			c.User, c.Passwd, c.Net, c.Addr, c.DBName = user, user+"-pw", "tcp", addr, testDB
 			c.Timeout = 10 * time.Second
-			// Statements as text: a prepared read of PROCESSLIST goes to
-			// MariaDB as written (README: Security model).
+			// Statements with arguments as text; binaryDSN for prepared
+			// ones.
 			c.InterpolateParams = true
 			return c.FormatDSN()
 		}
 	}
 	return map[string]func(string) string{"direct": dsn(shared.db.Addr()), "gateway": dsn(srv.Addr().String())}
+}
+
+// binaryDSN is dsn with statements that have arguments prepared
+// (COM_STMT_PREPARE, EXECUTE), not sent as text.
+func binaryDSN(t *testing.T, dsn string) string {
+	t.Helper()
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.InterpolateParams = false
+	return c.FormatDSN()
 }
 
 // i37Conn is one connection of user and its CONNECTION_ID().
@@ -118,6 +138,7 @@ func TestProcessListUserLock(t *testing.T) {
 		holder, holderID := i37Conn(t, dsn)
 		waiter, waiterID := i37Conn(t, dsn)
 		observer, _ := i37Conn(t, dsn)
+		prepObserver, _ := i37Conn(t, binaryDSN(t, dsn))
 		var got int
 		if err := holder.QueryRowContext(ctx, "SELECT GET_LOCK('i37lock', 30)").Scan(&got); err != nil || got != 1 {
 			t.Fatalf("%s: GET_LOCK: %d, %v", name, got, err)
@@ -158,6 +179,15 @@ func TestProcessListUserLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		lines = append(lines, "waiter in information_schema.PROCESSLIST: "+s)
+		// The same reads prepared: answered from the sessions of the
+		// execute, as text.
+		if err := prepObserver.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND INFO = ?", wait).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := prepObserver.QueryRowContext(ctx, "SELECT CONCAT(COMMAND, '/', STATE) FROM information_schema.PROCESSLIST WHERE ID = ?", waiterID).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, fmt.Sprintf("prepared: waiters %d, waiter %s", n, s))
 		if _, err := holder.ExecContext(ctx, "DO RELEASE_LOCK('i37lock')"); err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +208,7 @@ func TestProcessListUserLock(t *testing.T) {
 // TestPrivilegesOfBackendAccount: a user whose own MariaDB account has
 // CONNECTION ADMIN kills another user's statement (the gateway answered
 // 1095); one without gets MariaDB's 1095; one with PROCESS sees the other
-// users' sessions, one without does not.
+// users' sessions (also through its default role), one without does not.
 func TestPrivilegesOfBackendAccount(t *testing.T) {
 	ctx := context.Background()
 	targets := i37Targets(t)
@@ -189,11 +219,12 @@ func TestPrivilegesOfBackendAccount(t *testing.T) {
 		adm, _ := i37Conn(t, dsn("i37adm"))
 		plain, _ := i37Conn(t, dsn("i37a"))
 		proc, _ := i37Conn(t, dsn("i37proc"))
+		rol, _ := i37Conn(t, dsn("i37rol"))
 		var lines []string
 		for _, c := range []struct {
 			who string
 			c   *sql.Conn
-		}{{"i37a", plain}, {"i37proc", proc}} {
+		}{{"i37a", plain}, {"i37proc", proc}, {"i37rol", rol}} {
 			var n int
 			if err := c.c.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'i37b'").Scan(&n); err != nil {
 				t.Fatal(err)

@@ -96,6 +96,9 @@ func (ss *Session) handshake() error {
 			return err
 		}
 	}
+	// The account's grants, as MariaDB reads them at login (remembered
+	// for the account's sessions: privileges.go).
+	ss.accountPrivs()
 	return ss.writeOK(wire.OK{Status: ss.status})
 }
 

@@ -71,6 +71,7 @@ func (ss *Session) comChangeUser(p []byte) error {
 			return ss.writeErr(toClientError(err))
 		}
 	}
+	ss.accountPrivs() // read at login (auth.go)
 	ss.log.Debug("changed user", "user", user.User, "db", ss.db)
 	return ss.writeOK(wire.OK{Status: ss.status})
 }

@@ -447,9 +447,18 @@ const diagMarkerSQL = "DO CAST('" + diagMarker + "' AS INT)"
 // plantDiagMarker replaces conn's warning list with the marker before a
 // CALL (sql) when the session's list is not on conn. A non-nil error is
 // the statement's: the connection broke.
+//
+// Before a prepared CALL (ss.execCall) the marker is planted even when
+// the session's list is empty: COM_STMT_EXECUTE does not reset the row
+// number MariaDB quotes in the warnings it raises while it converts the
+// procedure's arguments ("... at row N"), and a statement that raised
+// nothing (a SELECT, the gateway's own reads of a connection included)
+// leaves it at 1 where a statement that raised a warning leaves it at 0
+// (checked on 10.11). The marker, a warning, leaves it at 0, where a
+// session's DDL or warning before the CALL leaves it directly.
 func (ss *Session) plantDiagMarker(conn *backendConn, route querypath.Route, sql []byte) error {
 	d := &ss.diag
-	if d.onConn&diagWarnings != 0 || d.warnCount == 0 && d.errCount == 0 || route.MultiStatement || !isCall(sql) {
+	if d.onConn&diagWarnings != 0 || d.warnCount == 0 && d.errCount == 0 && !ss.execCall || route.MultiStatement || !isCall(sql) {
 		return nil
 	}
 	if _, err := conn.Exec(diagMarkerSQL); err != nil {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -10,13 +11,15 @@ import (
 // backend account of its own (users[].backend_user) has, through the
 // gateway, the rights that account's global grants give directly: PROCESS
 // sees every session in the process list, SUPER or CONNECTION ADMIN kills
-// any. The grants are read from the server on a connection logged in as
-// the account (its side connection, never waiting behind the pool), the
-// first time a session needs them, and again after a FLUSH PRIVILEGES,
-// GRANT or REVOKE through the gateway; every session of the account shares
-// what was read for privTTL. users[].admin opens the same doors and the
-// gateway's own surfaces; users on the cluster's shared account have only
-// it (that account's grants are everyone's).
+// any, granted to the account or to the role it logs in with (its default
+// role, and the roles granted to that role). The grants are read from the
+// server on a connection logged in as the account (its side connection,
+// never waiting behind the pool) when a session logs in, and again after a
+// FLUSH PRIVILEGES, GRANT or REVOKE through the gateway; every session of
+// the account shares what was read for privTTL (at most maxPrivEntries
+// accounts). users[].admin opens the same doors and the gateway's own
+// surfaces; users on the cluster's shared account have only it (that
+// account's grants are everyone's).
 
 // privTTL is how long an account's grants, once read, serve its sessions.
 const privTTL = time.Minute
@@ -25,12 +28,11 @@ const privTTL = time.Minute
 // is emptied when full).
 const maxPrivEntries = 10000
 
-// privSQL reads the current account's global privileges (one row each).
-// USER_PRIVILEGES lists every account's to a user who may read mysql.*, so
-// it is filtered to CURRENT_USER() in the table's 'user'@'host' form.
-const privSQL = "SELECT PRIVILEGE_TYPE FROM information_schema.USER_PRIVILEGES WHERE GRANTEE = " +
-	"CONCAT('''', LEFT(CURRENT_USER(), CHAR_LENGTH(CURRENT_USER()) - CHAR_LENGTH(SUBSTRING_INDEX(CURRENT_USER(), '@', -1)) - 1), " +
-	"'''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')"
+// privSQL reads the current account's grants and those of its current
+// role, with the roles granted to that role (SHOW GRANTS without FOR, one
+// line each: information_schema.USER_PRIVILEGES lists the account's own
+// only).
+const privSQL = "SHOW GRANTS"
 
 // accountPrivs are the global privileges of a backend account that the
 // gateway follows.
@@ -79,15 +81,27 @@ func (c *privCache) forget() {
 	c.mu.Unlock()
 }
 
-// privsOf reads the privileges out of privSQL's rows.
-func privsOf(types []string) accountPrivs {
+// privsOf reads the global privileges out of privSQL's lines: those of
+// "GRANT <privileges> ON *.* TO ..." (ALL PRIVILEGES gives every one).
+func privsOf(lines []string) accountPrivs {
 	var p accountPrivs
-	for _, t := range types {
-		switch t {
-		case "PROCESS":
-			p.process = true
-		case "SUPER", "CONNECTION ADMIN":
-			p.killAny = true
+	for _, l := range lines {
+		if len(l) < 6 || !strings.EqualFold(l[:6], "GRANT ") {
+			continue
+		}
+		on := strings.Index(l, " ON *.* TO ")
+		if on < 0 {
+			continue // a role granted, or grants below the global level
+		}
+		for t := range strings.SplitSeq(l[6:on], ",") {
+			switch strings.ToUpper(strings.TrimSpace(t)) {
+			case "PROCESS":
+				p.process = true
+			case "SUPER", "CONNECTION ADMIN":
+				p.killAny = true
+			case "ALL PRIVILEGES", "ALL":
+				p.process, p.killAny = true, true
+			}
 		}
 	}
 	return p
@@ -103,8 +117,9 @@ func (ss *Session) seesAll() bool { return ss.user.Admin || ss.accountPrivs().pr
 func (ss *Session) killsAny() bool { return ss.user.Admin || ss.accountPrivs().killAny }
 
 // accountPrivs returns the global privileges of the session's own backend
-// account, read once per session (none for a user on the cluster's
-// account, or when they cannot be read: then the next need asks again).
+// account, read once per session, at login (none for a user on the
+// cluster's account, or when they cannot be read: then the next need asks
+// again).
 func (ss *Session) accountPrivs() accountPrivs {
 	if ss.privsRead {
 		return ss.privs
@@ -126,13 +141,13 @@ func (ss *Session) accountPrivs() accountPrivs {
 		ss.log.Warn("cannot read the backend account's grants", "account", k.user, "error", err)
 		return accountPrivs{}
 	}
-	var types []string
+	var lines []string
 	ss.blocking(offloadOwnQuery, func() {
 		err = be.sideConn(k, func(conn *backendConn) error {
-			types = types[:0]
+			lines = lines[:0]
 			return conn.QueryRows(privSQL, func(row [][]byte) {
 				if len(row) == 1 && row[0] != nil {
-					types = append(types, string(row[0]))
+					lines = append(lines, string(row[0]))
 				}
 			})
 		})
@@ -141,7 +156,7 @@ func (ss *Session) accountPrivs() accountPrivs {
 		ss.log.Warn("cannot read the backend account's grants", "account", k.user, "error", err)
 		return accountPrivs{}
 	}
-	p := privsOf(types)
+	p := privsOf(lines)
 	ss.srv.privs.put(k.user, p, now)
 	ss.privs, ss.privsRead = p, true
 	return p
@@ -156,9 +171,9 @@ func changesGrants(sql string) bool {
 }
 
 // grantsChanged forgets every account's remembered grants after a
-// statement that may have changed them, and makes the session read its
-// own again when it next needs them.
+// statement that may have changed them, and reads the session's own again.
 func (ss *Session) grantsChanged() {
 	ss.srv.privs.forget()
 	ss.privsRead = false
+	ss.accountPrivs()
 }

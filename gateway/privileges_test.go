@@ -7,17 +7,21 @@ import (
 
 func TestPrivsOf(t *testing.T) {
 	for _, c := range []struct {
-		types []string
+		lines []string
 		want  accountPrivs
 	}{
 		{nil, accountPrivs{}},
-		{[]string{"SELECT", "RELOAD"}, accountPrivs{}},
-		{[]string{"PROCESS"}, accountPrivs{process: true}},
-		{[]string{"CONNECTION ADMIN"}, accountPrivs{killAny: true}},
-		{[]string{"SELECT", "SUPER", "PROCESS"}, accountPrivs{process: true, killAny: true}},
+		{[]string{"GRANT SELECT, RELOAD ON *.* TO `u`@`%`"}, accountPrivs{}},
+		{[]string{"GRANT USAGE ON *.* TO `u`@`%` IDENTIFIED BY PASSWORD '*D8'", "GRANT PROCESS ON `db`.* TO `u`@`%`"}, accountPrivs{}},
+		{[]string{"GRANT PROCESS ON *.* TO `u`@`%`"}, accountPrivs{process: true}},
+		{[]string{"GRANT `r` TO `u`@`%`", "GRANT USAGE ON *.* TO `u`@`%`", "GRANT `r2` TO `r`", "GRANT CONNECTION ADMIN ON *.* TO `r`",
+			"GRANT PROCESS ON *.* TO `r2`", "SET DEFAULT ROLE `r` FOR `u`@`%`"}, accountPrivs{process: true, killAny: true}},
+		{[]string{"GRANT SELECT, SUPER, PROCESS ON *.* TO `u`@`localhost` WITH GRANT OPTION"}, accountPrivs{process: true, killAny: true}},
+		{[]string{"GRANT ALL PRIVILEGES ON *.* TO `root`@`localhost` WITH GRANT OPTION"}, accountPrivs{process: true, killAny: true}},
+		{[]string{"GRANT SELECT (PROCESS) ON `d`.`t` TO `u`@`%`"}, accountPrivs{}},
 	} {
-		if got := privsOf(c.types); got != c.want {
-			t.Errorf("privsOf(%q) = %+v, want %+v", c.types, got, c.want)
+		if got := privsOf(c.lines); got != c.want {
+			t.Errorf("privsOf(%q) = %+v, want %+v", c.lines, got, c.want)
 		}
 	}
 }

@@ -49,6 +49,11 @@ type stmt struct {
 	// local is set for a statement the gateway runs itself (KILL): it is
 	// prepared on no backend connection.
 	local bool
+	// gatewayTable is set for a statement that reads a table the gateway
+	// answers (information_schema.PROCESSLIST, the connect attributes):
+	// its text is rewritten with the sessions of the moment and prepared
+	// again on every execute (freshGatewayStmt).
+	gatewayTable bool
 	// hot is the row the statement writes, for hot-row protection, once
 	// hotChecked (nil: none).
 	hot        *querypath.RowWrite
@@ -114,6 +119,31 @@ func (ss *Session) backendStmt(conn *backendConn, st *stmt) (uint32, error) {
 		cs.lastUse = conn.useClock
 		return cs.id, nil
 	}
+	return ss.prepareOn(conn, st, key, st.sql)
+}
+
+// freshGatewayStmt prepares st, a statement reading a table the gateway
+// answers, on conn with the sessions of the moment in its text
+// (querypath.RewriteGatewayIDs), replacing the copy an earlier execute
+// left there: MariaDB reads the table when the statement executes. The
+// copy stays remembered under st's key for COM_STMT_FETCH of a cursor.
+func (ss *Session) freshGatewayStmt(conn *backendConn, st *stmt) (uint32, error) {
+	key := ss.stmtKey(st)
+	if cs, ok := conn.stmts[key]; ok {
+		conn.forgetStmt(key)
+		if err := conn.SendNoReply(wire.AppendStmtCommand(nil, wire.ComStmtClose, cs.id)); err != nil {
+			return 0, err
+		}
+	}
+	text, ok := querypath.RewriteGatewayIDs(st.sql, ss.status&wire.StatusNoBackslashEscapes != 0, ss.id, ss.gatewayTable)
+	if !ok {
+		text = st.sql
+	}
+	return ss.prepareOn(conn, st, key, text)
+}
+
+// prepareOn prepares text as st on conn and remembers it under key.
+func (ss *Session) prepareOn(conn *backendConn, st *stmt, key connStmtKey, text string) (uint32, error) {
 	if err := conn.makeStmtRoom(); err != nil {
 		return 0, err
 	}
@@ -123,7 +153,7 @@ func (ss *Session) backendStmt(conn *backendConn, st *stmt) (uint32, error) {
 			return 0, err
 		}
 	}
-	id, _, _, err := conn.Prepare(st.sql)
+	id, _, _, err := conn.Prepare(text)
 	if switchDB {
 		if back := conn.db; back != "" && back != unknownDB {
 			if _, berr := conn.SimpleCommand(append([]byte{wire.ComInitDB}, back...)); berr != nil && err == nil {
@@ -218,15 +248,21 @@ func (ss *Session) comStmtPrepare(p []byte) error {
 		_, err := ss.refuseKill(route)
 		return err
 	}
+	gatewayTable := false
 	if route.GatewayIDs {
-		// CONNECTION_ID() is the session's for the statement's life; a
-		// PROCESSLIST read would be frozen at prepare: left to the server.
-		table := false
+		// CONNECTION_ID() is the session's for the statement's life. A
+		// read of a table the gateway answers is prepared with the
+		// sessions of now (the metadata) and again on every execute
+		// (freshGatewayStmt).
 		out, ok := querypath.RewriteGatewayIDs(sql, ss.status&wire.StatusNoBackslashEscapes != 0, ss.id,
-			func(querypath.GatewayTable) string { table = true; return "SELECT 0" })
-		if ok && !table {
-			sql = out
+			func(t querypath.GatewayTable) string { gatewayTable = true; return ss.gatewayTable(t) })
+		if ok {
 			p = append([]byte{wire.ComStmtPrepare}, out...)
+			if !gatewayTable {
+				sql = out
+			}
+		} else {
+			gatewayTable = false
 		}
 	}
 	if ss.srv.dbs != nil && !ss.txn.active {
@@ -267,7 +303,7 @@ func (ss *Session) comStmtPrepare(p []byte) error {
 			}
 			route.Vars = vars
 		}
-		ss.stmts[id] = &stmt{sql: sql, db: ss.db, route: route, params: res.Params, columns: res.Columns}
+		ss.stmts[id] = &stmt{sql: sql, db: ss.db, route: route, params: res.Params, columns: res.Columns, gatewayTable: gatewayTable}
 		ss.stmtBytes += len(sql)
 		if err := conn.makeStmtRoom(); err != nil {
 			return ss.statementFailed(conn, err)
@@ -409,9 +445,13 @@ func (ss *Session) executeBackend(st *stmt, p []byte, flags byte) error {
 	defer ss.srv.metrics.endStatement(&sp)
 	sql := unsafe.Slice(unsafe.StringData(st.sql), len(st.sql))
 	var rt retry
+	defer func() { ss.execCall = false }()
 	for {
 		pinned := ss.lease != nil
 		retryable := ss.retryable(&rt)
+		// Set before prepareStatement: a prepared CALL gets the diag
+		// marker even when the session's warning list is empty.
+		ss.execCall = isCall(sql)
 		ss.shedCheck = rt.attempt == 0 && ss.mayShed(p[0], route)
 		conn, err := ss.backend(route, rt.avoid, false)
 		ss.shedCheck = false
@@ -424,7 +464,12 @@ func (ss *Session) executeBackend(st *stmt, p []byte, flags byte) error {
 			st.resetLongData(ss)
 			return ss.noConnection(&rt, &sp, err)
 		}
-		bid, err := ss.backendStmt(conn, st)
+		var bid uint32
+		if st.gatewayTable {
+			bid, err = ss.freshGatewayStmt(conn, st)
+		} else {
+			bid, err = ss.backendStmt(conn, st)
+		}
 		if err == nil {
 			err = st.sendLongData(conn, bid)
 		}
@@ -447,7 +492,6 @@ func (ss *Session) executeBackend(st *stmt, p []byte, flags byte) error {
 		}
 		wire.SetStmtCommandID(p, bid)
 		ss.relay.HoldReadOnly = retryable && ss.leaseRole == rolePrimary
-		ss.execCall = isCall(sql)
 		// MariaDB opens no cursor for a CALL: the cursor-exists bit on its
 		// results is the procedure's own cursor's.
 		ss.relay.Cursor = flags&0x0f != 0 && !ss.execCall

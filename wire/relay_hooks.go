@@ -69,8 +69,11 @@ func (r *Relay) defsStatus() uint16 {
 const statusAnsiQuotes uint16 = 0x8000
 
 // definitionsEOFForClassic writes, for a classic client, the EOF packet
-// that ends definitions a CLIENT_DEPRECATE_EOF backend ended without one.
-func (r *Relay) definitionsEOFForClassic() error {
+// that ends definitions a CLIENT_DEPRECATE_EOF backend ended without one,
+// with warnings as its warning count: MariaDB's count so far (a
+// COM_STMT_PREPARE answer's EOFs carry what preparing raised, as its OK
+// packet does; clients read the count from the last EOF).
+func (r *Relay) definitionsEOFForClassic(warnings uint16) error {
 	if r.run.deprecateEOF {
 		return nil
 	}
@@ -79,7 +82,7 @@ func (r *Relay) definitionsEOFForClassic() error {
 	// statements. MariaDB's no-index bits cannot be known here.
 	status := r.defsStatus() & (StatusInTrans | StatusAutocommit | StatusInTransReadonly | StatusNoBackslashEscapes |
 		statusAnsiQuotes | StatusMoreResults)
-	return r.write(AppendEOF(r.scratch[:0], 0, status))
+	return r.write(AppendEOF(r.scratch[:0], warnings, status))
 }
 
 // endStatus returns warnings and status of an end-of-rows packet: a

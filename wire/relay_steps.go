@@ -130,7 +130,7 @@ func (r *Relay) definition(pk *packet) error {
 	case stepPrepColumns:
 		rs.step = stepDone
 	}
-	return r.definitionsEOFForClassic()
+	return r.definitionsEOFForClassic(rs.res.Warnings)
 }
 
 // definitionsEOF takes the EOF after definitions (a classic backend).
@@ -174,7 +174,7 @@ func (r *Relay) row(pk *packet) error {
 				return r.finish(pk, true)
 			}
 		}
-		if err := r.definitionsEOFForClassic(); err != nil {
+		if err := r.definitionsEOFForClassic(0); err != nil {
 			return err
 		}
 	}
@@ -247,7 +247,7 @@ func (r *Relay) errPacket(pk *packet) error {
 		return r.drop(pk)
 	}
 	if rs.defsEnded && !(r.Cursor && rs.kind == ResponseQuery) {
-		if err := r.definitionsEOFForClassic(); err != nil {
+		if err := r.definitionsEOFForClassic(0); err != nil {
 			return err
 		}
 	}
