@@ -687,34 +687,38 @@ func (c *Config) ApplyDefaults() {
 		if cl.Consolidation.MaxResultBytes == 0 {
 			cl.Consolidation.MaxResultBytes = 1 << 20
 		}
-		p := &cl.Pool
-		if p.Size == 0 {
-			p.Size = 64
-		}
-		if p.MinIdle == nil {
-			p.MinIdle = ptr(min(4, p.Size))
-		}
-		if p.MaxDials == 0 {
-			p.MaxDials = 4
-		}
-		if p.Order == "" {
-			p.Order = PoolOrderRoundRobin
-		}
-		if p.IdleTimeout == nil {
-			p.IdleTimeout = ptr(5 * time.Minute)
-		}
-		if p.MaxLifetime == nil {
-			p.MaxLifetime = ptr(30 * time.Minute)
-		}
+		cl.Pool.applyDefaults()
 		if cl.MaxBackendStatements == 0 {
 			cl.MaxBackendStatements = 4000
 		}
-		if p.AcquireTimeout == 0 {
-			p.AcquireTimeout = 2 * time.Second
-		}
-		if p.DialTimeout == 0 {
-			p.DialTimeout = 5 * time.Second
-		}
+	}
+}
+
+// applyDefaults fills in a cluster's pool defaults (ApplyDefaults).
+func (p *Pool) applyDefaults() {
+	if p.Size == 0 {
+		p.Size = 64
+	}
+	if p.MinIdle == nil {
+		p.MinIdle = ptr(min(4, p.Size))
+	}
+	if p.MaxDials == 0 {
+		p.MaxDials = 4
+	}
+	if p.Order == "" {
+		p.Order = PoolOrderRoundRobin
+	}
+	if p.IdleTimeout == nil {
+		p.IdleTimeout = ptr(5 * time.Minute)
+	}
+	if p.MaxLifetime == nil {
+		p.MaxLifetime = ptr(30 * time.Minute)
+	}
+	if p.AcquireTimeout == 0 {
+		p.AcquireTimeout = 2 * time.Second
+	}
+	if p.DialTimeout == 0 {
+		p.DialTimeout = 5 * time.Second
 	}
 }
 
