@@ -791,35 +791,8 @@ func (ss *Session) checkClient(from int64) {
 // wait for a primary (see primaryBackend).
 func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*backendConn, error) {
 	if ss.lease != nil {
-		if ss.leaseRole == roleReplica && ss.pins&^transientPins == 0 && route.Kind != querypath.KindShowWarnings &&
-			!ss.replicaEligible(route, ss.cluster.conf.Load()) {
-			ss.setPins(0)
-			ss.releaseLease()
-		} else {
-			conn := ss.lease.Conn()
-			if ss.shedCheck {
-				// Held for the previous statement's result only.
-				if e := ss.shedStatement(conn.be); e != nil {
-					return nil, e
-				}
-			}
-			if conn.syncedState != ss.stateID {
-				if err := ss.sync(conn); err != nil {
-					return nil, err
-				}
-			}
-			if ss.join != "" {
-				if err := ss.joinTxn(conn); err != nil {
-					var sqlErr *wire.SQLError
-					if !errors.As(err, &sqlErr) {
-						ss.dropLease()
-						ss.lostBackendState()
-						return nil, backendLost(conn.addr, err)
-					}
-					return nil, err
-				}
-			}
-			return conn, nil
+		if conn, held, err := ss.heldBackend(route); held {
+			return conn, err
 		}
 	}
 	wantPrimary := false
@@ -928,6 +901,43 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 		}
 		return conn, nil
 	}
+}
+
+// heldBackend serves route on the connection the session holds, brought
+// in line with the session (and joined to its transaction over clusters);
+// held is false when the held connection is a replica's that route may
+// not use: it is given back, and backend takes another.
+func (ss *Session) heldBackend(route querypath.Route) (conn *backendConn, held bool, err error) {
+	if ss.leaseRole == roleReplica && ss.pins&^transientPins == 0 && route.Kind != querypath.KindShowWarnings &&
+		!ss.replicaEligible(route, ss.cluster.conf.Load()) {
+		ss.setPins(0)
+		ss.releaseLease()
+		return nil, false, nil
+	}
+	conn = ss.lease.Conn()
+	if ss.shedCheck {
+		// Held for the previous statement's result only.
+		if e := ss.shedStatement(conn.be); e != nil {
+			return nil, true, e
+		}
+	}
+	if conn.syncedState != ss.stateID {
+		if err := ss.sync(conn); err != nil {
+			return nil, true, err
+		}
+	}
+	if ss.join != "" {
+		if err := ss.joinTxn(conn); err != nil {
+			var sqlErr *wire.SQLError
+			if !errors.As(err, &sqlErr) {
+				ss.dropLease()
+				ss.lostBackendState()
+				return nil, true, backendLost(conn.addr, err)
+			}
+			return nil, true, err
+		}
+	}
+	return conn, true, nil
 }
 
 // peekAfterIdle is how long a pooled connection must have been idle
