@@ -16,23 +16,7 @@ import (
 // backend's connections (the budget).
 func TestPoolOrder(t *testing.T) {
 	const user, pass = "dg_order", "order-secret"
-	root, err := shared.db.RootDB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	mustExec(t, root,
-		"DROP USER IF EXISTS '"+user+"'@'%'",
-		"CREATE USER '"+user+"'@'%' IDENTIFIED BY '"+pass+"'",
-		"GRANT ALL PRIVILEGES ON *.* TO '"+user+"'@'%'")
-	t.Cleanup(func() { _, _ = root.Exec("DROP USER IF EXISTS '" + user + "'@'%'") })
-	backendThreads := func() int {
-		var n int
-		if err := root.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = ?", user).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	backendThreads := backendAccount(t, user, pass)
 
 	for _, order := range []string{config.PoolOrderRoundRobin, config.PoolOrderLIFO} {
 		t.Run(order, func(t *testing.T) {
@@ -163,5 +147,31 @@ func TestPoolOrder(t *testing.T) {
 				t.Errorf("%d connections open under a budget of 2", n)
 			}
 		})
+	}
+}
+
+// backendAccount creates MariaDB account user (password pass, every
+// privilege) for a gateway of the test's own to log in with, drops it when
+// the test ends, and returns a count of the account's threads on MariaDB.
+func backendAccount(t *testing.T, user, pass string) (threads func() int) {
+	t.Helper()
+	root, err := shared.db.RootDB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, root,
+		"DROP USER IF EXISTS '"+user+"'@'%'",
+		"CREATE USER '"+user+"'@'%' IDENTIFIED BY '"+pass+"'",
+		"GRANT ALL PRIVILEGES ON *.* TO '"+user+"'@'%'")
+	t.Cleanup(func() {
+		_, _ = root.Exec("DROP USER IF EXISTS '" + user + "'@'%'")
+		root.Close()
+	})
+	return func() int {
+		var n int
+		if err := root.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = ?", user).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
 	}
 }

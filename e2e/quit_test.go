@@ -18,16 +18,7 @@ import (
 func TestPoolClosesQuit(t *testing.T) {
 	forIOLoops(t, "", func(t *testing.T, loops int) {
 		user := fmt.Sprintf("dg_quit%d", loops)
-		root, err := shared.db.RootDB()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer root.Close()
-		mustExec(t, root,
-			"DROP USER IF EXISTS '"+user+"'@'%'",
-			"CREATE USER '"+user+"'@'%' IDENTIFIED BY 'quit-secret'",
-			"GRANT ALL PRIVILEGES ON *.* TO '"+user+"'@'%'")
-		t.Cleanup(func() { _, _ = root.Exec("DROP USER IF EXISTS '" + user + "'@'%'") })
+		backendThreads := backendAccount(t, user, "quit-secret")
 		logStart := fileSize(t, shared.db.ErrorLog)
 
 		srv := startTestGateway(t, "quit", clusterYAML(loops, user, "quit-secret",
@@ -45,13 +36,6 @@ func TestPoolClosesQuit(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		backendThreads := func() int {
-			var n int
-			if err := root.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = ?", user).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
 		allClosed := func(what string) {
 			waitUntil(t, func() bool { return backendThreads() == 0 }, func() string {
 				return fmt.Sprintf("%s: %d backend threads still open", what, backendThreads())
