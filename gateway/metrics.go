@@ -13,6 +13,7 @@ import (
 	"github.com/directgate/directgate/forward"
 	"github.com/directgate/directgate/healthcheck"
 	"github.com/directgate/directgate/pools"
+	"github.com/directgate/directgate/protect"
 	"github.com/directgate/directgate/wire"
 )
 
@@ -241,7 +242,7 @@ func newMetrics(s *Server) *metrics {
 	m.prepares[0], m.prepares[1] = prepares.WithLabelValues("ok"), prepares.WithLabelValues("failed")
 	m.reg.MustRegister(m.spans, prepares, accepted, rejected, statements, latency, owner, disagree, m.diagCaptures, m.diagAnswers,
 		offloads, connWaits, loopCollector{s: s},
-		&stateCollector{s: s, m: m}, sheddingCollector{s: s},
+		&stateCollector{s: s, m: m}, protectionsCollector{s: s},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -596,63 +597,7 @@ var (
 		"Connections closed for any reason: broken, expired, idle too long, over size, pool closed.", poolLabels, nil)
 )
 
-// Hot-row protection, per cluster only (tables are listed by SHOW
-// GATEWAY PROTECTIONS and the status page, not as labels: their number
-// is the users').
-var (
-	descHotRowQueued = prometheus.NewDesc("directgate_hot_row_queued",
-		"Statements waiting now in hot-row queues.", []string{"cluster"}, nil)
-	descHotRowQueuedTotal = prometheus.NewDesc("directgate_hot_row_queued_total",
-		"Statements that waited in a hot-row queue.", []string{"cluster"}, nil)
-	descHotRowRefused = prometheus.NewDesc("directgate_hot_row_refused_total",
-		"Statements refused by hot-row protection with error 1205: queue_full (hot_row.max_queue), max_wait (waited hot_row.max_wait) or deadlock (waiting would have closed a cycle of transactions waiting at the gateway for each other's rows).", []string{"cluster", "reason"}, nil)
-	descHotRowDryRun = prometheus.NewDesc("directgate_hot_row_dry_run_total",
-		"In dry-run mode, statements hot-row protection would have queued (would) or refused at once (would_refuse).", []string{"cluster", "outcome"}, nil)
-	descHotRowMode = prometheus.NewDesc("directgate_hot_row_mode",
-		"Hot-row protection's mode: 1 for the current one of off, on and dry_run.", []string{"cluster", "mode"}, nil)
-)
-
-// Transaction throttling, per cluster.
-var (
-	descThrottleDelayed = prometheus.NewDesc("directgate_throttle_delayed",
-		"Write transactions delayed now by transaction throttling, waiting for the replicas' lag to fall.", []string{"cluster"}, nil)
-	descThrottleDelayedTotal = prometheus.NewDesc("directgate_throttle_delayed_total",
-		"Write transactions delayed by transaction throttling (those refused included).", []string{"cluster"}, nil)
-	descThrottleRefused = prometheus.NewDesc("directgate_throttle_refused_total",
-		"Write transactions refused with error 1205 after waiting throttle.max_delay for the replicas' lag to fall.", []string{"cluster"}, nil)
-	descThrottleInterrupted = prometheus.NewDesc("directgate_throttle_interrupted_total",
-		"Delayed write transactions whose wait ended by KILL or the client leaving.", []string{"cluster"}, nil)
-	descThrottleDryRun = prometheus.NewDesc("directgate_throttle_dry_run_total",
-		"In dry-run mode, write transactions throttling would have delayed (would) or refused after throttle.max_delay (would_refuse).", []string{"cluster", "outcome"}, nil)
-	descThrottleLag = prometheus.NewDesc("directgate_throttle_lag_seconds",
-		"The worst known replication lag among the cluster's serving replicas, as throttling sees it (absent when none is known).", []string{"cluster"}, nil)
-	descThrottleStopped = prometheus.NewDesc("directgate_throttle_sql_stopped",
-		"1 when a serving replica's SQL thread is stopped, which throttling counts as lagging twice throttle.max_lag.", []string{"cluster"}, nil)
-	descThrottleProbability = prometheus.NewDesc("directgate_throttle_probability",
-		"The chance that a new write transaction of a user of the default priority 50 is delayed now (in dry-run mode: would be; 0 when throttling is off).", []string{"cluster"}, nil)
-	descThrottleMode = prometheus.NewDesc("directgate_throttle_mode",
-		"Transaction throttling's mode: 1 for the current one of off, on and dry_run.", []string{"cluster", "mode"}, nil)
-)
-
-// Query consolidation, per cluster.
-var (
-	descConsolWaiting = prometheus.NewDesc("directgate_consolidation_waiting",
-		"Reads waiting now for an identical read in flight (followers).", []string{"cluster"}, nil)
-	descConsolFollowers = prometheus.NewDesc("directgate_consolidation_followers_total",
-		"Reads answered with the result of an identical read in flight, without running on a backend.", []string{"cluster"}, nil)
-	descConsolLeaders = prometheus.NewDesc("directgate_consolidation_leaders_total",
-		"Reads whose result was shared with at least one follower.", []string{"cluster"}, nil)
-	descConsolFallbacks = prometheus.NewDesc("directgate_consolidation_fallbacks_total",
-		"Followers that ran their own read after waiting, by reason: too_large (the result was above consolidation.max_result_bytes), not_shareable (the leader's read failed, or answered an error, warnings or session state).", []string{"cluster", "reason"}, nil)
-	descConsolMode = prometheus.NewDesc("directgate_consolidation_mode",
-		"Query consolidation's mode: 1 for the current one of off and on.", []string{"cluster", "mode"}, nil)
-)
-
 var allStateDescs = []*prometheus.Desc{
-	descThrottleDelayed, descThrottleDelayedTotal, descThrottleRefused, descThrottleInterrupted, descThrottleDryRun,
-	descThrottleLag, descThrottleStopped, descThrottleProbability, descThrottleMode,
-	descConsolWaiting, descConsolFollowers, descConsolLeaders, descConsolFallbacks, descConsolMode,
-	descHotRowQueued, descHotRowQueuedTotal, descHotRowRefused, descHotRowDryRun, descHotRowMode,
 	descRoundDuration, descProbesInFlight, descProbes,
 	descClientsOpen, descSessions, descSessionsSticky, descPins, descPinned, descInTxn, descSplitBrain, descNoPrimary,
 	descRounds, descSnapshotAge, descHasPrimary, descSplit,
@@ -748,72 +693,6 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range s.PoolStats() {
 		collectPool(ch, p.Stat, p.Cluster, p.Backend, poolKind(p))
 	}
-	for _, name := range s.clusterNames {
-		collectThrottle(ch, s.clusters[name])
-		co := &s.clusters[name].consol
-		gauge(descConsolWaiting, float64(co.waiting.Load()), name)
-		counter(descConsolFollowers, float64(co.followed.Load()), name)
-		counter(descConsolLeaders, float64(co.leaders.Load()), name)
-		counter(descConsolFallbacks, float64(co.tooLarge.Load()), name, "too_large")
-		counter(descConsolFallbacks, float64(co.failed.Load()), name, "not_shareable")
-		on := bool(s.clusters[name].conf.Load().Consolidation.Enabled)
-		gauge(descConsolMode, b2f(!on), name, "off")
-		gauge(descConsolMode, b2f(on), name, "on")
-	}
-	for _, r := range s.Protections() {
-		if r.Protection != "hot_row" || r.Scope != "*" {
-			continue
-		}
-		gauge(descHotRowQueued, float64(r.Active), r.Cluster)
-		counter(descHotRowQueuedTotal, float64(r.Total), r.Cluster)
-		counter(descHotRowRefused, float64(r.Refused-r.RefusedWait-r.RefusedDeadlock), r.Cluster, "queue_full")
-		counter(descHotRowRefused, float64(r.RefusedWait), r.Cluster, "max_wait")
-		counter(descHotRowRefused, float64(r.RefusedDeadlock), r.Cluster, "deadlock")
-		counter(descHotRowDryRun, float64(r.DryRun), r.Cluster, "would")
-		counter(descHotRowDryRun, float64(r.DryRunRefused), r.Cluster, "would_refuse")
-		for _, m := range []string{"off", "on", "dry_run"} {
-			gauge(descHotRowMode, b2f(r.Mode == m), r.Cluster, m)
-		}
-	}
-}
-
-// collectThrottle sends the transaction throttling metrics of cluster c.
-func collectThrottle(ch chan<- prometheus.Metric, c *cluster) {
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{c.name}, labels...)...)
-	}
-	counter := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append([]string{c.name}, labels...)...)
-	}
-	t := &c.thr
-	gauge(descThrottleDelayed, float64(t.delayed.Load()))
-	counter(descThrottleDelayedTotal, float64(t.delayedTotal.Load()))
-	counter(descThrottleRefused, float64(t.refused.Load()))
-	counter(descThrottleInterrupted, float64(t.interrupted.Load()))
-	counter(descThrottleDryRun, float64(t.wouldDelay.Load()), "would")
-	counter(descThrottleDryRun, float64(t.wouldRefuse.Load()), "would_refuse")
-	cfg := c.conf.Load().Throttle
-	mode := throttleMode(cfg)
-	for _, m := range []string{"off", "on", "dry_run"} {
-		b := 0.0
-		if m == mode {
-			b = 1
-		}
-		gauge(descThrottleMode, b, m)
-	}
-	v, _ := c.lag()
-	if v == nil {
-		return
-	}
-	if v.replica != "" {
-		gauge(descThrottleLag, v.lag.Seconds())
-	}
-	stopped := 0.0
-	if v.stopped != "" {
-		stopped = 1
-	}
-	gauge(descThrottleStopped, stopped)
-	gauge(descThrottleProbability, throttleProbability(v, cfg.MaxLag, 50))
 }
 
 // poolKind is the pool label of a pool: default, found_rows (the pool of
@@ -856,4 +735,33 @@ func collectPool(ch chan<- prometheus.Metric, st pools.Stat, labels ...string) {
 	counter(descPoolAcquires, float64(st.Acquires))
 	counter(descPoolAcquireTime, st.AcquireTime.Seconds())
 	counter(descPoolEmptyAcquires, float64(st.EmptyAcquires))
+}
+
+// protectionsCollector reads the protections' metrics (protect.Collector)
+// at scrape time, cluster by cluster.
+type protectionsCollector struct{ s *Server }
+
+// Describe implements prometheus.Collector: the metrics of the first
+// cluster's protections (every cluster has the same).
+func (pc protectionsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, name := range pc.s.clusterNames[:min(1, len(pc.s.clusterNames))] {
+		for _, p := range pc.s.clusters[name].guards.Policies() {
+			if c, ok := p.(protect.Collector); ok {
+				c.Describe(ch)
+			}
+		}
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (pc protectionsCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, name := range pc.s.clusterNames {
+		cl := pc.s.clusters[name]
+		conf := cl.conf.Load()
+		for _, p := range cl.guards.Policies() {
+			if c, ok := p.(protect.Collector); ok {
+				c.Collect(ch, name, conf)
+			}
+		}
+	}
 }

@@ -158,7 +158,7 @@ func New(cfg *config.Config, log hclog.Logger, opts ...Option) (*Server, error) 
 		if c.Owner == "" && o.ownerLeader != nil {
 			leader = o.ownerLeader(c.Name)
 		}
-		cl, err := newCluster(c, log.Named("cluster").With("cluster", c.Name), cfg.Health.Interval, cfg.FromEtcd(), leader)
+		cl, err := newCluster(c, log.Named("cluster").With("cluster", c.Name), cfg.Health.Interval, cfg.FromEtcd(), leader, s.classifier.HotRow)
 		if err != nil {
 			s.closeClusters()
 			return nil, fmt.Errorf("cluster %s: %w", c.Name, err)

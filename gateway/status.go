@@ -22,6 +22,7 @@ import (
 	"github.com/directgate/directgate/internal/httpserve"
 	"github.com/directgate/directgate/internal/safego"
 	"github.com/directgate/directgate/pools"
+	"github.com/directgate/directgate/protect"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -83,7 +84,7 @@ type statusSampler struct {
 	rings map[backendKey]*sampleRing
 
 	// rates are the protections' rates, sampled with the rest.
-	rates protectionRates
+	rates protect.Rates
 
 	startOnce, stopOnce sync.Once
 	stop                chan struct{}
@@ -128,7 +129,7 @@ func (sp *statusSampler) sample(s *Server) {
 			delete(sp.rings, k)
 		}
 	}
-	sp.rates.record(s.protectionCounters(), time.Now())
+	sp.rates.Record(s.protectionCounters(), time.Now())
 }
 
 // series returns the samples of one backend, oldest first.
@@ -257,7 +258,7 @@ type statusView struct {
 	NoPrimaryFailures  uint64 `json:"no_primary_failures"`
 	// Protections are the protections' counters (SHOW GATEWAY
 	// PROTECTIONS).
-	Protections []ProtectionRow `json:"protections"`
+	Protections []protect.Row `json:"protections"`
 	// Transactions are the transactions over clusters under way in the
 	// gateway's sessions (SHOW GATEWAY TRANSACTIONS adds the branches
 	// prepared on the clusters).

@@ -383,44 +383,17 @@ func (rs *replayState) readInsertID(conn *backendConn) error {
 // result set it sends has more results after it (at least its final OK).
 // It does not allocate: it runs for every statement.
 func isCall(sql []byte) bool {
-	w, rest := firstWord(sql)
+	w, rest := querypath.FirstWord(sql)
 	for _, k := range [...]string{"CALL", "IF", "CASE", "LOOP", "WHILE", "REPEAT"} {
-		if eqFold(w, k) {
+		if querypath.EqFold(w, k) {
 			return true
 		}
 	}
-	if eqFold(w, "BEGIN") {
-		w, _ = firstWord(rest)
-		return eqFold(w, "NOT")
+	if querypath.EqFold(w, "BEGIN") {
+		w, _ = querypath.FirstWord(rest)
+		return querypath.EqFold(w, "NOT")
 	}
 	return false
-}
-
-// firstWord returns the first word of sql (ASCII letters) and what
-// follows it.
-func firstWord(sql []byte) (word, rest []byte) {
-	i := 0
-	for i < len(sql) && (sql[i] == ' ' || sql[i] == '\t' || sql[i] == '\n' || sql[i] == '\r') {
-		i++
-	}
-	j := i
-	for j < len(sql) && sql[j]|0x20 >= 'a' && sql[j]|0x20 <= 'z' {
-		j++
-	}
-	return sql[i:j], sql[j:]
-}
-
-// eqFold reports whether b is the upper-case ASCII word k in any case.
-func eqFold(b []byte, k string) bool {
-	if len(b) != len(k) {
-		return false
-	}
-	for i := range b {
-		if b[i]&^0x20 != k[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // idleTimeout is how long the session may wait for its next command:
@@ -483,21 +456,10 @@ func minPositive(a, b time.Duration) time.Duration {
 // ReadsLastResult; replaying LAST_INSERT_ID() for them would reset what
 // they read, so the text is checked for the names that read it.
 func usesInsertID(route querypath.Route, sql []byte) bool {
-	return route.ReadsLastResult && (containsFold(sql, "LAST_INSERT_ID") || containsFold(sql, "IDENTITY")) ||
+	return route.ReadsLastResult && (querypath.ContainsFold(sql, "LAST_INSERT_ID") || querypath.ContainsFold(sql, "IDENTITY")) ||
 		route.MultiStatement ||
 		route.DML == querypath.DMLInsert || route.DML == querypath.DMLReplace ||
 		route.Pin&querypath.PinLastResult != 0 && route.DML == querypath.DMLNone
-}
-
-// containsFold reports whether s contains the upper-case ASCII word k in
-// any case. It does not allocate.
-func containsFold(s []byte, k string) bool {
-	for i := 0; i+len(k) <= len(s); i++ {
-		if s[i]&^0x20 == k[0] && eqFold(s[i:i+len(k)], k) {
-			return true
-		}
-	}
-	return false
 }
 
 // currentDatabase asks conn for its default database ("" none).
