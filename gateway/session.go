@@ -839,25 +839,7 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 		}
 		ss.lease, ss.leaseRole = l, r
 		ss.leased(l)
-		err = nil
-		if conn.globals < ss.globals {
-			// A SET GLOBAL since the connection's session started: the
-			// session's defaults are the new ones (a reset takes them).
-			conn.dirty = true
-		}
-		if conn.dirty {
-			// Pooled connections are reset when they come back; this is
-			// a safety net.
-			err = conn.reset()
-		}
-		if err == nil && conn.syncedState != ss.stateID {
-			err = ss.sync(conn)
-		}
-		if err == nil && ss.join != "" {
-			// The session's transaction begins here (clusters.go).
-			err = ss.joinTxn(conn)
-		}
-		if err != nil {
+		if err := ss.alignLeased(conn); err != nil {
 			var sqlErr *wire.SQLError
 			if !errors.As(err, &sqlErr) && dead < maxDeadSkips {
 				// The connection broke while being brought in line with
@@ -886,6 +868,35 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 		}
 		return conn, nil
 	}
+}
+
+// alignLeased brings conn, just leased from a pool, in line with the
+// session: reset when a SET GLOBAL came since its session started (or it
+// came back dirty), the session's state replayed, and joined to the
+// session's transaction over clusters.
+func (ss *Session) alignLeased(conn *backendConn) error {
+	if conn.globals < ss.globals {
+		// A SET GLOBAL since the connection's session started: the
+		// session's defaults are the new ones (a reset takes them).
+		conn.dirty = true
+	}
+	if conn.dirty {
+		// Pooled connections are reset when they come back; this is a
+		// safety net.
+		if err := conn.reset(); err != nil {
+			return err
+		}
+	}
+	if conn.syncedState != ss.stateID {
+		if err := ss.sync(conn); err != nil {
+			return err
+		}
+	}
+	if ss.join != "" {
+		// The session's transaction begins here (clusters.go).
+		return ss.joinTxn(conn)
+	}
+	return nil
 }
 
 // heldBackend serves route on the connection the session holds, brought

@@ -391,6 +391,16 @@ func (s *Server) statusView() statusView {
 		st := (*f)()
 		v.Fleet = &st
 	}
+	v.Clusters = s.statusClusters(snap)
+	v.Clients, v.Statements = s.statusClients()
+	v.Sessions = s.statusSessions()
+	return v
+}
+
+// statusClusters gathers the clusters of the status page from discovery's
+// snapshot snap: backends, their pools and samples, the owner.
+func (s *Server) statusClusters(snap *healthcheck.Snapshot) []clusterStatus {
+	var list []clusterStatus
 	m := s.metrics
 	poolsOf, ownerPools := map[backendKey][]PoolStat{}, map[string]PoolStat{}
 	for _, p := range s.PoolStats() {
@@ -438,39 +448,52 @@ func (s *Server) statusView() statusView {
 		if p, ok := ownerPools[name]; ok {
 			cs.Owner = &ownerStatus{Addr: p.Backend, Pool: newPoolStatus("owner", p.Stat)}
 		}
-		v.Clusters = append(v.Clusters, cs)
+		list = append(list, cs)
 	}
 
-	v.Clients = clientStatus{Rejected: map[string]int64{}, OwnerForwards: map[string]int64{}}
-	if m != nil {
-		v.Clients.Open = m.clientsOpen.Load()
-		v.Clients.Accepted = uint64(counterValue(m.clientsAccepted))
-		for r := range numRejectReasons {
-			v.Clients.Rejected[r.String()] = int64(counterValue(m.clientsRejected[r]))
-		}
-		for o := range numOutcomeLabels {
-			v.Clients.OwnerForwards[o.String()] = int64(counterValue(m.ownerForwards[o]))
-		}
-		for r := range numRouteLabels {
-			rs := routeStatus{Route: r.String(),
-				OK:     uint64(counterValue(m.statements[r][outcomeOK])),
-				Error:  uint64(counterValue(m.statements[r][outcomeError])),
-				Failed: uint64(counterValue(m.statements[r][outcomeFailed])),
-			}
-			if h, ok := m.latency[r].(prometheus.Metric); ok {
-				var d dto.Metric
-				if h.Write(&d) == nil && d.Histogram.GetSampleCount() > 0 {
-					rs.MeanMillis = 1000 * d.Histogram.GetSampleSum() / float64(d.Histogram.GetSampleCount())
-				}
-			}
-			v.Statements = append(v.Statements, rs)
-		}
-	}
+	return list
+}
 
+// statusClients gathers the client counters of the status page and the
+// statements by route.
+func (s *Server) statusClients() (c clientStatus, stmts []routeStatus) {
+	m := s.metrics
+	c = clientStatus{Rejected: map[string]int64{}, OwnerForwards: map[string]int64{}}
+	if m == nil {
+		return c, nil
+	}
+	c.Open = m.clientsOpen.Load()
+	c.Accepted = uint64(counterValue(m.clientsAccepted))
+	for r := range numRejectReasons {
+		c.Rejected[r.String()] = int64(counterValue(m.clientsRejected[r]))
+	}
+	for o := range numOutcomeLabels {
+		c.OwnerForwards[o.String()] = int64(counterValue(m.ownerForwards[o]))
+	}
+	for r := range numRouteLabels {
+		rs := routeStatus{Route: r.String(),
+			OK:     uint64(counterValue(m.statements[r][outcomeOK])),
+			Error:  uint64(counterValue(m.statements[r][outcomeError])),
+			Failed: uint64(counterValue(m.statements[r][outcomeFailed])),
+		}
+		if h, ok := m.latency[r].(prometheus.Metric); ok {
+			var d dto.Metric
+			if h.Write(&d) == nil && d.Histogram.GetSampleCount() > 0 {
+				rs.MeanMillis = 1000 * d.Histogram.GetSampleSum() / float64(d.Histogram.GetSampleCount())
+			}
+		}
+		stmts = append(stmts, rs)
+	}
+	return c, stmts
+}
+
+// statusSessions gathers the sessions of the status page: counts, pins
+// and the list, those worth a look first.
+func (s *Server) statusSessions() (ss sessionStatus) {
 	sessions := s.Sessions()
 	sc := countSessions(sessions)
-	v.Sessions.Open, v.Sessions.InTxn = len(sessions), sc.inTxn
-	v.Sessions.LoggedIn, v.Sessions.PinnedByState = s.SessionStats()
+	ss.Open, ss.InTxn = len(sessions), sc.inTxn
+	ss.LoggedIn, ss.PinnedByState = s.SessionStats()
 	totals := s.PinStats()
 	for _, b := range pinReasons {
 		name := pinName(b)
@@ -478,7 +501,7 @@ func (s *Server) statusView() statusView {
 		if !ok {
 			now = -1
 		}
-		v.Sessions.Pins = append(v.Sessions.Pins, pinsStatus{Reason: name, Now: now, Total: totals[name]})
+		ss.Pins = append(ss.Pins, pinsStatus{Reason: name, Now: now, Total: totals[name]})
 	}
 	// The sessions worth a look first: in a transaction, pinned, busy;
 	// then by id.
@@ -496,12 +519,12 @@ func (s *Server) statusView() statusView {
 		return -w
 	}
 	slices.SortStableFunc(sessions, func(a, b SessionInfo) int { return cmp.Compare(weight(a), weight(b)) })
-	v.Sessions.List = []sessionRow{}
+	ss.List = []sessionRow{}
 	for _, si := range sessions[:min(len(sessions), maxStatusSessions)] {
-		v.Sessions.List = append(v.Sessions.List, sessionRow{ID: si.ID, User: si.User, Client: si.Client, Busy: si.Busy, InTxn: si.InTxn, Pinned: si.Pinned, Backend: si.Backend, Attrs: si.Attrs})
+		ss.List = append(ss.List, sessionRow{ID: si.ID, User: si.User, Client: si.Client, Busy: si.Busy, InTxn: si.InTxn, Pinned: si.Pinned, Backend: si.Backend, Attrs: si.Attrs})
 	}
-	v.Sessions.Hidden = len(sessions) - len(v.Sessions.List)
-	return v
+	ss.Hidden = len(sessions) - len(ss.List)
+	return ss
 }
 
 // roleOrder sorts backends primary first, then replicas, then the rest.

@@ -202,45 +202,10 @@ func (ss *Session) applyServerState(conn *backendConn, route querypath.Route, re
 			}
 		}
 	}
-	changedVars := false
 	if !route.SetStatement {
-		names := false
-		for _, v := range route.Vars {
-			if v.Name == "names" || v.Name == "character set" {
-				names = true
-			}
-		}
-		for _, v := range st.vars {
-			if strings.HasPrefix(v.name, "session_track_") {
-				// The client's own trackers change what it is shown
-				// (the relay applied that already, to this answer);
-				// the backend's are turned on again.
-				if !classifierNamed(route, v.name) {
-					ss.trackers = ss.trackers.With(v.name, v.value)
-				}
-				trackersOff = true
-				continue
-			}
-			if names && charsetVars[v.name] || classifierNamed(route, v.name) {
-				continue
-			}
-			if v.name == "autocommit" {
-				continue // the transaction status bits follow it
-			}
-			lit, err := sqlLiteral(v.value)
-			if err != nil {
-				add |= pinSet(querypath.PinUnreplayable)
-				continue
-			}
-			if ss.vars[v.name] != lit {
-				ss.vars[v.name] = lit
-				changedVars = true
-			}
-			m.disagreement(disagreeVariable)
-		}
-	}
-	if changedVars {
-		ss.varsChangedOn(conn)
+		pins, off := ss.applyTrackedVars(conn, route)
+		add |= pins
+		trackersOff = trackersOff || off
 	}
 	if st.changed && !explainsStateChange(route) {
 		// State the gateway cannot see or replay (a user variable set
@@ -279,6 +244,54 @@ func (ss *Session) applyServerState(conn *backendConn, route querypath.Route, re
 		}
 	}
 	return add, end
+}
+
+// applyTrackedVars records the session variables the server reported for
+// a statement on conn (not a SET the classifier parsed): what the
+// classifier missed is counted as a disagreement. It returns the pins
+// the report adds (a value that cannot be replayed) and whether the
+// client changed its own trackers (the backend's are turned on again).
+func (ss *Session) applyTrackedVars(conn *backendConn, route querypath.Route) (add pinSet, trackersOff bool) {
+	st, m := &ss.tracked, ss.srv.metrics
+	changedVars := false
+	names := false
+	for _, v := range route.Vars {
+		if v.Name == "names" || v.Name == "character set" {
+			names = true
+		}
+	}
+	for _, v := range st.vars {
+		if strings.HasPrefix(v.name, "session_track_") {
+			// The client's own trackers change what it is shown
+			// (the relay applied that already, to this answer);
+			// the backend's are turned on again.
+			if !classifierNamed(route, v.name) {
+				ss.trackers = ss.trackers.With(v.name, v.value)
+			}
+			trackersOff = true
+			continue
+		}
+		if names && charsetVars[v.name] || classifierNamed(route, v.name) {
+			continue
+		}
+		if v.name == "autocommit" {
+			continue // the transaction status bits follow it
+		}
+		lit, err := sqlLiteral(v.value)
+		if err != nil {
+			add |= pinSet(querypath.PinUnreplayable)
+			continue
+		}
+		if ss.vars[v.name] != lit {
+			ss.vars[v.name] = lit
+			changedVars = true
+		}
+		m.disagreement(disagreeVariable)
+	}
+	if changedVars {
+		ss.varsChangedOn(conn)
+	}
+	return add, trackersOff
 }
 
 // classifierNamed reports whether the classifier listed variable name
