@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -304,20 +303,6 @@ func TestStatusSamplerStartStop(t *testing.T) {
 	}
 	(&Server{}).startStatusSampler()
 	(&Server{}).stopStatusSampler()
-}
-
-func TestSparkline(t *testing.T) {
-	nan := sample(math.NaN())
-	svg := string(sparkline([]sample{1, 2, nan, 3}, []sample{0.5, 0.5, 0.5, 0.5}))
-	if strings.Count(svg, "<polyline") != 2 || strings.Count(svg, "<circle") != 1 {
-		t.Errorf("sparkline with a gap: %s", svg)
-	}
-	if !strings.Contains(svg, ">3.00ms<") {
-		t.Errorf("sparkline lacks its scale: %s", svg)
-	}
-	if svg := string(sparkline(nil, nil)); !strings.Contains(svg, "no samples yet") {
-		t.Errorf("empty sparkline: %s", svg)
-	}
 }
 
 // With http.token set, only /healthz, /readyz and (when public) /metrics
