@@ -145,3 +145,25 @@ func TestHistogram(t *testing.T) {
 	}
 	h.add(time.Hour)
 }
+
+func TestParseShowQueries(t *testing.T) {
+	good := map[string]ShowQueries{
+		"SHOW GATEWAY QUERIES":                           {},
+		"show gateway queries order by count limit 5;":   {Order: ByCount, Limit: 5},
+		"SHOW GATEWAY QUERIES ORDER BY p99":              {Order: ByP99},
+		"SHOW GATEWAY QUERIES LIMIT 3":                   {Limit: 3},
+		"SHOW GATEWAY QUERIES RESET":                     {Reset: true},
+		"SHOW  GATEWAY\nQUERIES ORDER BY ERRORS LIMIT 0": {Order: ByErrors},
+	}
+	for sql, want := range good {
+		got, err := ParseShowQueries(sql)
+		if err != nil || got != want {
+			t.Errorf("%q: %+v %v, want %+v", sql, got, err, want)
+		}
+	}
+	for _, sql := range []string{"SHOW GATEWAY QUERIES ORDER BY rows", "SHOW GATEWAY QUERIES LIMIT x", "SHOW GATEWAY QUERIES RESET ALL", "SHOW GATEWAY QUERIES LIMIT 1 2"} {
+		if _, err := ParseShowQueries(sql); err == nil {
+			t.Errorf("%q accepted", sql)
+		}
+	}
+}
