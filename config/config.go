@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/directgate/directgate/queryrules"
 	"gopkg.in/yaml.v3"
 )
 
@@ -102,6 +103,13 @@ type Config struct {
 	// Topology says where clusters and users come from: this file (the
 	// default) or etcd (topology.etcd), for a fleet of gateways.
 	Topology TopologySource `yaml:"topology"`
+	// QueryStats configures statement digests (docs/query-insight.md).
+	QueryStats QueryStats `yaml:"query_stats"`
+	// QueryRules are the operator's query rules, tried in order
+	// (docs/query-insight.md). Reloadable; with topology.etcd the
+	// topology document's query_rules, when it has the key, replace
+	// these.
+	QueryRules []queryrules.Spec `yaml:"query_rules"`
 	// FileTopologyIgnored is set by Parse when topology.etcd is set and
 	// the file lists clusters or users anyway: they are dropped, and the
 	// gateway warns about them.
@@ -633,22 +641,8 @@ func (c *Config) ApplyDefaults() {
 	if c.TwoPC.ResolveAfter == 0 {
 		c.TwoPC.ResolveAfter = 10 * time.Second
 	}
-	h := &c.Health
-	if h.Interval == 0 {
-		h.Interval = 2 * time.Second
-	}
-	if h.BatchSize == 0 {
-		h.BatchSize = 100
-	}
-	if h.Timeout == 0 {
-		h.Timeout = time.Second
-	}
-	if h.Rise == 0 {
-		h.Rise = 2
-	}
-	if h.Fall == 0 {
-		h.Fall = 2
-	}
+	c.Health.applyDefaults()
+	c.QueryStats.applyDefaults()
 	for i := range c.Clusters {
 		cl := &c.Clusters[i]
 		if cl.MaxReplicaLag == nil {
@@ -691,6 +685,25 @@ func (c *Config) ApplyDefaults() {
 		if cl.MaxBackendStatements == 0 {
 			cl.MaxBackendStatements = 4000
 		}
+	}
+}
+
+// applyDefaults fills in the health section's defaults (ApplyDefaults).
+func (h *Health) applyDefaults() {
+	if h.Interval == 0 {
+		h.Interval = 2 * time.Second
+	}
+	if h.BatchSize == 0 {
+		h.BatchSize = 100
+	}
+	if h.Timeout == 0 {
+		h.Timeout = time.Second
+	}
+	if h.Rise == 0 {
+		h.Rise = 2
+	}
+	if h.Fall == 0 {
+		h.Fall = 2
 	}
 }
 
@@ -1005,7 +1018,7 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, c.validateQueryInsight()...)...)
 }
 
 // CheckHTTPListen checks an HTTP listen address against the http section,

@@ -39,6 +39,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/readyz", s.serveReadyz)
 	mux.HandleFunc("/debug/status", s.serveStatus)
+	mux.HandleFunc("/debug/queries", s.serveQueries) // query digests (insight_views.go)
 	if s.metrics != nil {
 		mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{
 			ErrorLog:      httpserve.PromLogger{Log: s.log},

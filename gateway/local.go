@@ -219,20 +219,10 @@ func (ss *Session) showGateway(what string) error {
 		}
 	case "transactions":
 		cols, rows = ss.showTransactions()
+	case "queries", "rules":
+		return ss.showInsight(what) // query insight (insight_views.go)
 	default:
-		return ss.writeErr(wire.NewError(1064, "42000", "You have an error in your SQL syntax: SHOW GATEWAY takes BACKENDS, POOLS, SESSIONS, PROTECTIONS or TRANSACTIONS"))
+		return ss.writeErr(wire.NewError(1064, "42000", "You have an error in your SQL syntax: SHOW GATEWAY takes BACKENDS, POOLS, SESSIONS, PROTECTIONS, TRANSACTIONS, QUERIES or RULES"))
 	}
-	w := wire.ResultWriter{Conn: ss.client, Caps: ss.caps, Status: ss.status}
-	if err := w.Columns(cols); err != nil {
-		return err
-	}
-	for _, r := range rows {
-		if err := w.Row(r); err != nil {
-			return err
-		}
-	}
-	if err := w.End(0); err != nil {
-		return err
-	}
-	return ss.client.Flush()
+	return ss.writeRows(cols, rows)
 }

@@ -242,7 +242,7 @@ func newMetrics(s *Server) *metrics {
 	m.prepares[0], m.prepares[1] = prepares.WithLabelValues("ok"), prepares.WithLabelValues("failed")
 	m.reg.MustRegister(m.spans, prepares, accepted, rejected, statements, latency, owner, disagree, m.diagCaptures, m.diagAnswers,
 		offloads, connWaits, loopCollector{s: s},
-		&stateCollector{s: s, m: m}, protectionsCollector{s: s},
+		&stateCollector{s: s, m: m}, protectionsCollector{s: s}, insightCollector{s: s}, // insight_metrics.go
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -207,6 +207,9 @@ func (be *backend) QueueWait(now time.Time, s protect.Session) time.Duration {
 // priority is the session's user's priority as configured now (a reload
 // applies to open sessions), 50 by default.
 func (ss *Session) priority() int {
+	if p, ok := ss.insight.priority(); ok { // a query rule's priority (insight.go)
+		return p
+	}
 	u := ss.user
 	if ss.srv != nil && ss.srv.users.Load() != nil {
 		if cur, ok := ss.srv.user(ss.user.User); ok {

@@ -68,6 +68,8 @@ type Session struct {
 	loopSide        // its io_uring loop, when it runs on one (loop.go)
 	exchanging      // the relay of the statement being exchanged (session.go)
 
+	// insight is the statement's digest and query-rule decision (insight.go).
+	insight insightState
 	// diag is what the previous statement left for ROW_COUNT(),
 	// FOUND_ROWS() and SHOW WARNINGS (diag.go).
 	diag diagnostics
@@ -458,6 +460,7 @@ func (ss *Session) dispatch(p []byte) error {
 	}
 	ss.proc.begin(p, ss.db, ss.now)
 	err := ss.dispatchCommand(p)
+	ss.insight.active = false // a statement admitted but answered locally is not recorded
 	if ss.guard.InTxn() && ss.pins&pinTxn == 0 && !ss.txn.active && ss.cluster != nil {
 		ss.guard.TxnEnded(ss.cluster.guards) // the transaction is over, as the server reported
 	}
@@ -545,6 +548,10 @@ func (ss *Session) comQuery(p []byte) error {
 		if handled, err := ss.refuseKill(route); handled {
 			return err
 		}
+	}
+	// Query insight (insight.go): fingerprint, then the query rules.
+	if handled, err := ss.digestAndMatch(sql, nil); handled {
+		return err
 	}
 	if route.Kind == querypath.KindSet && ss.setsTxnMode(route) || route.Kind == querypath.KindRead && readsTxnMode(sql) {
 		return ss.txnModeStatement(sql, route)
@@ -644,7 +651,7 @@ type exchanged struct {
 // read.
 func (ss *Session) runSeen(p []byte, route querypath.Route, kind wire.ResponseKind, seen *exchanged) error {
 	sp := startStatement(ss.now)
-	defer ss.srv.metrics.endStatement(&sp)
+	defer ss.endStatement(&sp) // metrics, and the digest (insight.go)
 	var sql []byte
 	if p[0] == wire.ComQuery {
 		sql = p[1:]
@@ -734,7 +741,9 @@ func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind)
 	ss.relay.BeforeEnd = ss.endHook(kind)
 	ss.beginInFlight(conn)
 	ss.watchFrom.Store(start.Add(clientWatchAfter).UnixNano())
+	ss.arm(conn) // a query rule's timeout and max_rows (insight.go)
 	res, err := ss.relay.Run(ss.client, conn.Conn, kind)
+	ss.disarm(&res)
 	ss.watchFrom.Store(0)
 	ss.endInFlight()
 	if err != nil && res.Packets == 0 {
@@ -808,7 +817,9 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 		var l *pools.Lease[*backendConn]
 		if err == nil {
 			ss.proc.waiting(waitPool)
+			waitFrom := time.Now()
 			l, err = ss.acquire(pool)
+			ss.insight.waitedForPool(waitFrom) // the digest's pool wait (insight.go)
 			ss.proc.waiting(waitNone)
 		}
 		if err != nil {

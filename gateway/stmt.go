@@ -29,6 +29,8 @@ const (
 // execute, so a session with prepared statements stays multiplexed.
 type stmt struct {
 	sql string
+	// digest is its fingerprint, made at its first execute (insight.go).
+	digest stmtDigest
 	// db is the session's database when the client prepared it: MariaDB
 	// runs a prepared statement in that database, whatever USE came
 	// after.
@@ -361,6 +363,11 @@ func (ss *Session) comStmtExecute(p []byte) error {
 		_, err := ss.runLocal(st.route)
 		return err
 	}
+	// Query insight (insight.go): the cached fingerprint, then the query rules.
+	if handled, err := ss.digestAndMatch(st.sql, &st.digest); handled {
+		st.resetLongData(ss)
+		return err
+	}
 	if len(p) < 10 {
 		return ss.writeErr(wire.NewError(mysqlserver.ErMalformedPacket, "08S01", "Malformed communication packet"))
 	}
@@ -429,7 +436,7 @@ func (ss *Session) executeBackend(st *stmt, p []byte, flags byte) error {
 		route.Kind = querypath.KindOther // a cursor pins: not on a replica
 	}
 	sp := startStatement(ss.now)
-	defer ss.srv.metrics.endStatement(&sp)
+	defer ss.endStatement(&sp) // metrics, and the digest (insight.go)
 	sql := unsafe.Slice(unsafe.StringData(st.sql), len(st.sql))
 	var rt retry
 	defer func() { ss.execCall = false }()

@@ -19,4 +19,3 @@ func TestSparkline(t *testing.T) {
 		t.Errorf("empty sparkline: %s", svg)
 	}
 }
-
