@@ -17,6 +17,7 @@ import (
 	"github.com/directgate/directgate/internal/safego"
 	"github.com/directgate/directgate/pools"
 	"github.com/directgate/directgate/protect"
+	"github.com/directgate/directgate/querystats"
 	"github.com/directgate/directgate/statuspage"
 	"github.com/hashicorp/go-hclog"
 )
@@ -405,5 +406,30 @@ func counterValue(c prometheus.Counter) float64 {
 // serveStatus answers /debug/status: the HTML page, or JSON with
 // ?format=json.
 func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request) {
-	statuspage.Serve(w, r, s.statusView(), s.log)
+	v := s.statusView()
+	v.TopOrder = "total_time"
+	if o := r.URL.Query().Get("top"); o != "" {
+		v.TopOrder = o
+	}
+	order, ok := querystats.ParseOrder(v.TopOrder)
+	if !ok {
+		http.Error(w, "top is total_time, count, errors or p99", http.StatusBadRequest)
+		return
+	}
+	v.Top, v.TopEnabled = s.topStatements(order)
+	statuspage.Serve(w, r, v, s.log)
+}
+
+// topStatements are the status page's top statements by order (no
+// examples: the page shows no literals), and whether digests are kept.
+func (s *Server) topStatements(order querystats.Order) ([]statuspage.Statement, bool) {
+	digests, _ := s.QueryDigests(order, statuspage.MaxTop)
+	top := []statuspage.Statement{}
+	for i := range digests {
+		d := &digests[i]
+		top = append(top, statuspage.Statement{Fingerprint: d.Fingerprint.String(), Text: d.Text, User: d.User, Database: d.Database,
+			Cluster: d.Cluster, Count: d.Count, Errors: d.Errors, TotalMillis: ms(d.TotalTime), P99Millis: ms(d.P99()),
+			MaxMillis: ms(d.MaxTime), RowsSent: d.RowsSent, Role: d.Role})
+	}
+	return top, s.insight.store.Load() != nil
 }

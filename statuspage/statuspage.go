@@ -77,6 +77,36 @@ type View struct {
 	// gateway's sessions (SHOW GATEWAY TRANSACTIONS adds the branches
 	// prepared on the clusters).
 	Transactions []Transaction `json:"transactions"`
+	// Top are the statements that cost the most by TopOrder (query
+	// insight's digests; at most MaxTop), TopEnabled whether digests are
+	// kept at all.
+	Top        []Statement `json:"top_statements"`
+	TopOrder   string      `json:"top_order"`
+	TopEnabled bool        `json:"top_enabled"`
+}
+
+// MaxTop bounds the statements of the status page's top statements.
+const MaxTop = 20
+
+// TopOrders are the orders of the top statements: total_time (the
+// default), count, errors and p99.
+var TopOrders = []string{"total_time", "count", "errors", "p99"}
+
+// Statement is one digest of the top statements: a normalized statement
+// of one user, database and cluster, and what it cost.
+type Statement struct {
+	Fingerprint string  `json:"fingerprint"`
+	Text        string  `json:"digest_text"`
+	User        string  `json:"user"`
+	Database    string  `json:"database"`
+	Cluster     string  `json:"cluster"`
+	Count       uint64  `json:"count"`
+	Errors      uint64  `json:"errors"`
+	TotalMillis float64 `json:"total_ms"`
+	P99Millis   float64 `json:"p99_ms"`
+	MaxMillis   float64 `json:"max_ms"`
+	RowsSent    uint64  `json:"rows_sent"`
+	Role        string  `json:"role"`
 }
 
 // Cluster is a cluster: its primary, backends and owner.
@@ -199,6 +229,7 @@ var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap
 	"ago":       fmtAgo,
 	"sparkline": sparkline,
 	"pct":       pct,
+	"orders":    func() []string { return TopOrders },
 	"clock":     func(t time.Time) string { return t.Format("15:04:05") },
 	"window":    func() string { return strconv.Itoa(int((SparkSamples * sampleEvery).Minutes())) + " min" },
 }).Parse(statusHTML))
