@@ -12,6 +12,7 @@ import (
 
 	"github.com/directgate/directgate/forward"
 	"github.com/directgate/directgate/healthcheck"
+	"github.com/directgate/directgate/ops"
 	"github.com/directgate/directgate/pools"
 	"github.com/directgate/directgate/protect"
 	"github.com/directgate/directgate/wire"
@@ -458,7 +459,7 @@ type sessionCounts struct {
 
 // countSessions reads every session's published pins. list is
 // Server.Sessions().
-func countSessions(list []SessionInfo) sessionCounts {
+func countSessions(list []ops.SessionInfo) sessionCounts {
 	c := sessionCounts{pinned: map[string]int64{}}
 	for _, b := range pinReasons {
 		if b&transientPins == 0 {
@@ -699,7 +700,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 // CLIENT_FOUND_ROWS clients) or owner for the cluster's account; for a
 // user's own backend account (users[].backend_user) user:NAME or
 // user:NAME/found_rows, so that every pool's labels differ.
-func poolKind(p PoolStat) string {
+func poolKind(p ops.PoolStat) string {
 	switch {
 	case p.Owner:
 		return "owner"

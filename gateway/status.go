@@ -2,8 +2,8 @@ package gateway
 
 import (
 	"cmp"
+	"errors"
 	"math"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -13,8 +13,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/directgate/directgate/healthcheck"
-	"github.com/directgate/directgate/internal/httpserve"
 	"github.com/directgate/directgate/internal/safego"
+	"github.com/directgate/directgate/ops"
 	"github.com/directgate/directgate/pools"
 	"github.com/directgate/directgate/protect"
 	"github.com/directgate/directgate/querystats"
@@ -210,13 +210,6 @@ func (s *Server) readiness() (ready bool, reasons []string) {
 	return len(reasons) == 0, reasons
 }
 
-// serveReadyz answers /readyz: 200 "ready", else 503 with one reason a
-// line.
-func (s *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
-	_, reasons := s.readiness()
-	httpserve.WriteReadiness(w, reasons)
-}
-
 func newPoolStatus(name string, st pools.Stat) statuspage.Pool {
 	return statuspage.Pool{
 		Name: name, Size: st.Size, Open: st.Open, InUse: st.InUse, Idle: st.Idle, Dialing: st.Dialing,
@@ -256,7 +249,7 @@ func (s *Server) statusView() statuspage.View {
 func (s *Server) statusClusters(snap *healthcheck.Snapshot) []statuspage.Cluster {
 	var list []statuspage.Cluster
 	m := s.metrics
-	poolsOf, ownerPools := map[backendKey][]PoolStat{}, map[string]PoolStat{}
+	poolsOf, ownerPools := map[backendKey][]ops.PoolStat{}, map[string]ops.PoolStat{}
 	for _, p := range s.PoolStats() {
 		if p.Owner {
 			ownerPools[p.Cluster] = p
@@ -359,7 +352,7 @@ func (s *Server) statusSessions() (ss statuspage.Sessions) {
 	}
 	// The sessions worth a look first: in a transaction, pinned, busy;
 	// then by id.
-	weight := func(si SessionInfo) int {
+	weight := func(si ops.SessionInfo) int {
 		w := 0
 		if si.InTxn {
 			w += 4
@@ -372,7 +365,7 @@ func (s *Server) statusSessions() (ss statuspage.Sessions) {
 		}
 		return -w
 	}
-	slices.SortStableFunc(sessions, func(a, b SessionInfo) int { return cmp.Compare(weight(a), weight(b)) })
+	slices.SortStableFunc(sessions, func(a, b ops.SessionInfo) int { return cmp.Compare(weight(a), weight(b)) })
 	ss.List = []statuspage.SessionRow{}
 	for _, si := range sessions[:min(len(sessions), statuspage.MaxSessions)] {
 		ss.List = append(ss.List, statuspage.SessionRow{ID: si.ID, User: si.User, Client: si.Client, Busy: si.Busy, InTxn: si.InTxn, Pinned: si.Pinned, Backend: si.Backend, Attrs: si.Attrs})
@@ -403,22 +396,8 @@ func counterValue(c prometheus.Counter) float64 {
 	return d.GetCounter().GetValue()
 }
 
-// serveStatus answers /debug/status: the HTML page, or JSON with
-// ?format=json.
-func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request) {
-	v := s.statusView()
-	v.TopOrder = "total_time"
-	if o := r.URL.Query().Get("top"); o != "" {
-		v.TopOrder = o
-	}
-	order, ok := querystats.ParseOrder(v.TopOrder)
-	if !ok {
-		http.Error(w, "top is total_time, count, errors or p99", http.StatusBadRequest)
-		return
-	}
-	v.Top, v.TopEnabled = s.topStatements(order)
-	statuspage.Serve(w, r, v, s.log)
-}
+// errBadTop is the answer to an unknown order of the top statements.
+var errBadTop = errors.New("top is total_time, count, errors or p99")
 
 // topStatements are the status page's top statements by order (no
 // examples: the page shows no literals), and whether digests are kept.

@@ -1,0 +1,123 @@
+package ops
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/directgate/directgate/config"
+	"github.com/directgate/directgate/pools"
+	"github.com/directgate/directgate/protect"
+	"github.com/directgate/directgate/statuspage"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// fakeGateway is a Gateway of fixed views.
+type fakeGateway struct {
+	closing bool
+	reasons []string
+}
+
+func (f *fakeGateway) Closing() bool                  { return f.closing }
+func (f *fakeGateway) Readiness() (bool, []string)    { return len(f.reasons) == 0, f.reasons }
+func (f *fakeGateway) Registry() *prometheus.Registry { return nil }
+func (f *fakeGateway) PinCounts() (int64, int64, map[string]int64) {
+	return 3, 1, map[string]int64{"user_var": 1}
+}
+func (f *fakeGateway) ServeQueries(w http.ResponseWriter, _ *http.Request) {
+	w.Write([]byte("queries"))
+}
+func (f *fakeGateway) StatusView(top string) (statuspage.View, error) {
+	if top != "" && top != "count" {
+		return statuspage.View{}, errors.New("top is total_time, count, errors or p99")
+	}
+	return statuspage.View{TopOrder: top}, nil
+}
+func (f *fakeGateway) HealthView() HealthView {
+	lag := 2.0
+	return HealthView{Clusters: []ClusterHealth{{Name: "main", Backends: []BackendHealth{
+		{Addr: "a:1", Role: "replica", State: "serving", Since: time.Unix(0, 0), LagSeconds: &lag, ProbeMillis: 1.5, ScoreMillis: 0.25, InFlight: 4, ServerID: 2},
+	}}}}
+}
+func (f *fakeGateway) PoolStats() []PoolStat {
+	return []PoolStat{{Cluster: "main", Backend: "a:1", BackendUser: "u", UserPool: true, Stat: pools.Stat{Size: 8, Open: 2}}}
+}
+func (f *fakeGateway) Sessions() []SessionInfo {
+	return []SessionInfo{{ID: 7, User: "app", Client: "127.0.0.1:5", InTxn: true}}
+}
+func (f *fakeGateway) Protections() []protect.Row {
+	return []protect.Row{{Protection: "hot_row", Cluster: "main", Scope: "*", Mode: "on", Total: 3, Rate: 1.5}}
+}
+
+// Every SHOW GATEWAY table has one value per column, in the columns'
+// forms; an unknown table is refused.
+func TestShowGateway(t *testing.T) {
+	g := &fakeGateway{}
+	want := map[string]string{
+		"backends":    "main a:1 replica serving  1970-01-01T00:00:00Z 2 1.500 0.250 4 2",
+		"pools":       "main a:1 user 8 2 0 0 0 0 0 0 0 0 0 u round_robin 0",
+		"sessions":    "7 app 127.0.0.1:5 no yes  ",
+		"protections": "hot_row main * on 0 3 0 0 0 0 1.50 0.00 ",
+	}
+	for what, line := range want {
+		tab, ok := ShowGateway(g, what)
+		if !ok || len(tab.Rows) != 1 {
+			t.Fatalf("%s: %v %d rows", what, ok, len(tab.Rows))
+		}
+		if len(tab.Rows[0]) != len(tab.Columns) {
+			t.Errorf("%s: %d values for %d columns", what, len(tab.Rows[0]), len(tab.Columns))
+		}
+		var vals []string
+		for _, v := range tab.Rows[0] {
+			vals = append(vals, string(v))
+		}
+		if got := strings.Join(vals, " "); got != line {
+			t.Errorf("%s: %q, want %q", what, got, line)
+		}
+	}
+	if _, ok := ShowGateway(g, "nonsense"); ok {
+		t.Error("an unknown table answered")
+	}
+}
+
+// The endpoints answer from the views: /healthz follows Closing,
+// /readyz the readiness, /debug/status refuses a bad order, /debug/pins
+// the counters; a token guards all but /healthz and /readyz.
+func TestHandler(t *testing.T) {
+	g := &fakeGateway{reasons: []string{"no primary"}}
+	h := Handler(g, &config.HTTP{Token: "tok"}, nil)
+	get := func(path string, auth bool) (int, string) {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		if auth {
+			req.Header.Set("Authorization", "Bearer tok")
+		}
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	if code, _ := get("/healthz", false); code != http.StatusOK {
+		t.Errorf("/healthz %d", code)
+	}
+	if code, body := get("/readyz", false); code != http.StatusServiceUnavailable || !strings.Contains(body, "no primary") {
+		t.Errorf("/readyz %d %q", code, body)
+	}
+	if code, _ := get("/debug/pins", false); code != http.StatusUnauthorized {
+		t.Errorf("/debug/pins without the token: %d", code)
+	}
+	if code, body := get("/debug/pins", true); code != http.StatusOK || !strings.Contains(body, `"user_var":1`) {
+		t.Errorf("/debug/pins %d %q", code, body)
+	}
+	if code, _ := get("/debug/status?top=bad", true); code != http.StatusBadRequest {
+		t.Errorf("/debug/status?top=bad %d", code)
+	}
+	if code, _ := get("/metrics", true); code != http.StatusNotFound {
+		t.Errorf("/metrics without a registry %d", code)
+	}
+	g.closing = true
+	if code, _ := get("/healthz", false); code != http.StatusServiceUnavailable {
+		t.Errorf("/healthz while closing %d", code)
+	}
+}
