@@ -63,10 +63,13 @@ func (g *opsGateway) Registry() *prometheus.Registry {
 	return g.metrics.reg
 }
 
-// ServeQueries implements ops.Gateway.
-func (g *opsGateway) ServeQueries(w http.ResponseWriter, r *http.Request) {
-	(*Server)(g).serveQueries(w, r)
+// QueryDigests implements ops.Gateway.
+func (g *opsGateway) QueryDigests(o querystats.Order, limit int) ([]querystats.Digest, uint64) {
+	return (*Server)(g).QueryDigests(o, limit)
 }
+
+// QueryStatsOn implements ops.Gateway.
+func (g *opsGateway) QueryStatsOn() bool { return g.insight.store.Load() != nil }
 
 // PoolStats implements ops.Gateway.
 func (g *opsGateway) PoolStats() []ops.PoolStat { return (*Server)(g).PoolStats() }

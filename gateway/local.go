@@ -111,12 +111,5 @@ func (ss *Session) showGateway(what string) error {
 	if !ok {
 		return ss.writeErr(wire.NewError(1064, "42000", "You have an error in your SQL syntax: SHOW GATEWAY takes BACKENDS, POOLS, SESSIONS, PROTECTIONS, TRANSACTIONS, QUERIES or RULES"))
 	}
-	cols := make([]wire.Column, len(t.Columns))
-	for i, c := range t.Columns {
-		cols[i] = wire.Column{Name: c.Name, Charset: 33, Length: 256, Type: wire.TypeVarString}
-		if c.Numeric {
-			cols[i] = wire.Column{Name: c.Name, Charset: wire.BinaryCollation, Length: 20, Type: wire.TypeLongLong, Flags: wire.FlagNum | wire.FlagNotNull}
-		}
-	}
-	return ss.writeRows(cols, t.Rows)
+	return ss.writeTable(t)
 }

@@ -51,7 +51,7 @@ func routes(g Gateway, log hclog.Logger) *http.ServeMux {
 		}
 		statuspage.Serve(w, r, v, log)
 	})
-	mux.HandleFunc("/debug/queries", g.ServeQueries)
+	mux.HandleFunc("/debug/queries", func(w http.ResponseWriter, r *http.Request) { serveQueries(g, w, r) })
 	if reg := g.Registry(); reg != nil {
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 			ErrorLog:      httpserve.PromLogger{Log: log},

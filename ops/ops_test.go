@@ -11,6 +11,7 @@ import (
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/pools"
 	"github.com/directgate/directgate/protect"
+	"github.com/directgate/directgate/querystats"
 	"github.com/directgate/directgate/statuspage"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -27,8 +28,12 @@ func (f *fakeGateway) Registry() *prometheus.Registry { return nil }
 func (f *fakeGateway) PinCounts() (int64, int64, map[string]int64) {
 	return 3, 1, map[string]int64{"user_var": 1}
 }
-func (f *fakeGateway) ServeQueries(w http.ResponseWriter, _ *http.Request) {
-	w.Write([]byte("queries"))
+func (f *fakeGateway) QueryStatsOn() bool { return true }
+func (f *fakeGateway) QueryDigests(querystats.Order, int) ([]querystats.Digest, uint64) {
+	var n querystats.Normalizer
+	text, fp := n.Normalize("SELECT 1")
+	return []querystats.Digest{{Key: querystats.Key{Fingerprint: fp, User: "app"}, Text: string(text),
+		Stats: querystats.Stats{Count: 2, ErrorCodes: map[uint16]uint64{1146: 1, 1062: 3}}}}, 4
 }
 func (f *fakeGateway) StatusView(top string) (statuspage.View, error) {
 	if top != "" && top != "count" {
@@ -113,11 +118,24 @@ func TestHandler(t *testing.T) {
 	if code, _ := get("/debug/status?top=bad", true); code != http.StatusBadRequest {
 		t.Errorf("/debug/status?top=bad %d", code)
 	}
+	if code, body := get("/debug/queries?order=count", true); code != http.StatusOK || !strings.Contains(body, `"evicted": 4`) || !strings.Contains(body, `"count": 2`) {
+		t.Errorf("/debug/queries %d %q", code, body)
+	}
+	if code, _ := get("/debug/queries?order=bad", true); code != http.StatusBadRequest {
+		t.Errorf("/debug/queries?order=bad %d", code)
+	}
 	if code, _ := get("/metrics", true); code != http.StatusNotFound {
 		t.Errorf("/metrics without a registry %d", code)
 	}
 	g.closing = true
 	if code, _ := get("/healthz", false); code != http.StatusServiceUnavailable {
 		t.Errorf("/healthz while closing %d", code)
+	}
+}
+
+// Errors by number go largest count first.
+func TestErrorCodes(t *testing.T) {
+	if got := errorCodes(map[uint16]uint64{1146: 1, 1062: 3, 1054: 1}); got != "1062:3,1054:1,1146:1" {
+		t.Errorf("errorCodes: %s", got)
 	}
 }

@@ -7,11 +7,11 @@
 package ops
 
 import (
-	"net/http"
 	"time"
 
 	"github.com/directgate/directgate/pools"
 	"github.com/directgate/directgate/protect"
+	"github.com/directgate/directgate/querystats"
 	"github.com/directgate/directgate/statuspage"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -35,8 +35,11 @@ type Gateway interface {
 	// Registry is the Prometheus registry /metrics serves; nil without
 	// metrics.
 	Registry() *prometheus.Registry
-	// ServeQueries answers /debug/queries.
-	ServeQueries(w http.ResponseWriter, r *http.Request)
+	// QueryDigests are the query digests, largest first by o, at most
+	// limit (0: all), and how many were evicted; QueryStatsOn says
+	// whether digests are kept (query_stats.enabled).
+	QueryDigests(o querystats.Order, limit int) ([]querystats.Digest, uint64)
+	QueryStatsOn() bool
 	// PoolStats, Sessions and Protections are the pools', sessions' and
 	// protections' figures now.
 	PoolStats() []PoolStat
