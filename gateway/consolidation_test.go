@@ -51,3 +51,32 @@ func BenchmarkConsolidationLeader(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkQueryStats is a point select through a fake backend
+// (net.Pipe), dispatch to the end of its answer, with query digests off
+// and on: what query_stats costs a statement.
+func BenchmarkQueryStats(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprint("on=", on), func(b *testing.B) {
+			f := &fakeServer{addr: "fake:1", answer: func(_ int, cmd []byte) [][]byte { return resultSet(0, "row-1") }}
+			srv := testServer(b, []string{f.addr}, false, f.dial, scriptProber{primary: f.addr}, time.Hour)
+			cfg := &config.Config{QueryStats: config.QueryStats{Enabled: &on}}
+			cfg.ApplyDefaults()
+			if err := srv.insight.configure(cfg); err != nil {
+				b.Fatal(err)
+			}
+			ss, nc := sessionOf(srv, 0)
+			p := append([]byte{wire.ComQuery}, "SELECT c FROM sbtest1 WHERE id = 5"...)
+			b.ReportAllocs()
+			for b.Loop() {
+				ss.client.SetSeq(1)
+				if err := ss.dispatch(p); err != nil {
+					b.Fatal(err)
+				}
+				nc.mu.Lock()
+				nc.out.Reset()
+				nc.mu.Unlock()
+			}
+		})
+	}
+}
