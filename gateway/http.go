@@ -4,8 +4,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/directgate/directgate/healthcheck"
 	"github.com/directgate/directgate/ops"
 	"github.com/directgate/directgate/protect"
+	"github.com/directgate/directgate/queryrules"
 	"github.com/directgate/directgate/querystats"
 	"github.com/directgate/directgate/statuspage"
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,6 +72,50 @@ func (g *opsGateway) QueryDigests(o querystats.Order, limit int) ([]querystats.D
 
 // QueryStatsOn implements ops.Gateway.
 func (g *opsGateway) QueryStatsOn() bool { return g.insight.store.Load() != nil }
+
+// QueryRules implements ops.Gateway.
+func (g *opsGateway) QueryRules() []*queryrules.Rule { return (*Server)(g).QueryRules() }
+
+// ClientsOpen implements ops.Gateway.
+func (g *opsGateway) ClientsOpen() int64 {
+	if g.metrics == nil {
+		return 0
+	}
+	return g.metrics.clientsOpen.Load()
+}
+
+// Refusals implements ops.Gateway.
+func (g *opsGateway) Refusals() (splitBrain, noPrimary uint64) {
+	return g.refusals.splitBrain.Load(), g.refusals.noPrimary.Load()
+}
+
+// SessionCounts implements ops.Gateway.
+func (g *opsGateway) SessionCounts() (map[string]int64, int64) {
+	sc := countSessions((*Server)(g).Sessions())
+	return sc.pinned, sc.inTxn
+}
+
+// Discovery implements ops.Gateway.
+func (g *opsGateway) Discovery() (*healthcheck.Snapshot, healthcheck.Stats, bool) {
+	if g.health == nil {
+		return nil, healthcheck.Stats{}, false
+	}
+	return g.health.Snapshot(), g.health.Stats(), true
+}
+
+// ClusterNames implements ops.Gateway.
+func (g *opsGateway) ClusterNames() []string { return g.clusterNames }
+
+// BackendLoads implements ops.Gateway.
+func (g *opsGateway) BackendLoads() []ops.BackendLoad {
+	var out []ops.BackendLoad
+	for _, name := range g.clusterNames {
+		for addr, be := range *g.clusters[name].backends.Load() {
+			out = append(out, ops.BackendLoad{Cluster: name, Addr: addr, InFlight: be.load.InFlight(), Score: be.load.Score()})
+		}
+	}
+	return out
+}
 
 // PoolStats implements ops.Gateway.
 func (g *opsGateway) PoolStats() []ops.PoolStat { return (*Server)(g).PoolStats() }

@@ -282,7 +282,7 @@ func (s *Server) statusClusters(snap *healthcheck.Snapshot) []statuspage.Cluster
 				}
 			}
 			for _, p := range poolsOf[backendKey{name, addr}] {
-				bs.Pools = append(bs.Pools, newPoolStatus(poolKind(p), p.Stat))
+				bs.Pools = append(bs.Pools, newPoolStatus(ops.PoolLabel(p), p.Stat))
 			}
 			if m != nil {
 				bs.ScoreSamples, bs.ProbeSamples = m.sampler.series(backendKey{name, addr})

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/directgate/directgate/config"
+	"github.com/directgate/directgate/healthcheck"
 	"github.com/directgate/directgate/pools"
 	"github.com/directgate/directgate/protect"
+	"github.com/directgate/directgate/queryrules"
 	"github.com/directgate/directgate/querystats"
 	"github.com/directgate/directgate/statuspage"
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,7 +30,20 @@ func (f *fakeGateway) Registry() *prometheus.Registry { return nil }
 func (f *fakeGateway) PinCounts() (int64, int64, map[string]int64) {
 	return 3, 1, map[string]int64{"user_var": 1}
 }
-func (f *fakeGateway) QueryStatsOn() bool { return true }
+func (f *fakeGateway) QueryStatsOn() bool             { return true }
+func (f *fakeGateway) QueryRules() []*queryrules.Rule { return nil }
+func (f *fakeGateway) ClientsOpen() int64             { return 5 }
+func (f *fakeGateway) Refusals() (uint64, uint64)     { return 1, 2 }
+func (f *fakeGateway) ClusterNames() []string         { return []string{"main"} }
+func (f *fakeGateway) SessionCounts() (map[string]int64, int64) {
+	return map[string]int64{"user_var": 1, "temp_table": 0}, 1
+}
+func (f *fakeGateway) Discovery() (*healthcheck.Snapshot, healthcheck.Stats, bool) {
+	return &healthcheck.Snapshot{Round: 3}, healthcheck.Stats{Probes: 5, ProbeFailures: 1}, true
+}
+func (f *fakeGateway) BackendLoads() []BackendLoad {
+	return []BackendLoad{{Cluster: "main", Addr: "a:1", InFlight: 4, Score: time.Millisecond}}
+}
 func (f *fakeGateway) QueryDigests(querystats.Order, int) ([]querystats.Digest, uint64) {
 	var n querystats.Normalizer
 	text, fp := n.Normalize("SELECT 1")
@@ -137,5 +152,45 @@ func TestHandler(t *testing.T) {
 func TestErrorCodes(t *testing.T) {
 	if got := errorCodes(map[uint16]uint64{1146: 1, 1062: 3, 1054: 1}); got != "1062:3,1054:1,1146:1" {
 		t.Errorf("errorCodes: %s", got)
+	}
+}
+
+// The collectors read the views: a few series, with their labels.
+func TestCollectors(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(Collectors(&fakeGateway{})...)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.Metric {
+			key := f.GetName()
+			for _, l := range m.Label {
+				key += "," + l.GetName() + "=" + l.GetValue()
+			}
+			switch {
+			case m.Gauge != nil:
+				got[key] = m.Gauge.GetValue()
+			case m.Counter != nil:
+				got[key] = m.Counter.GetValue()
+			}
+		}
+	}
+	for key, want := range map[string]float64{
+		"directgate_client_connections":                                        5,
+		"directgate_sessions_total":                                            3,
+		"directgate_sessions_pinned,reason=user_var":                           1,
+		"directgate_sessions_in_transaction":                                   1,
+		"directgate_no_primary_failures_total":                                 2,
+		"directgate_discovery_probes_total,result=failed":                      1,
+		"directgate_backend_statements_in_flight,backend=a:1,cluster=main":     4,
+		"directgate_pool_max_connections,backend=a:1,cluster=main,pool=user:u": 8,
+		"directgate_query_digests_evicted_total":                               4,
+	} {
+		if v, ok := got[key]; !ok || v != want {
+			t.Errorf("%s = %v (%v), want %v", key, v, ok, want)
+		}
 	}
 }

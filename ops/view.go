@@ -9,8 +9,10 @@ package ops
 import (
 	"time"
 
+	"github.com/directgate/directgate/healthcheck"
 	"github.com/directgate/directgate/pools"
 	"github.com/directgate/directgate/protect"
+	"github.com/directgate/directgate/queryrules"
 	"github.com/directgate/directgate/querystats"
 	"github.com/directgate/directgate/statuspage"
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,6 +42,23 @@ type Gateway interface {
 	// whether digests are kept (query_stats.enabled).
 	QueryDigests(o querystats.Order, limit int) ([]querystats.Digest, uint64)
 	QueryStatsOn() bool
+	// QueryRules are the query rules in force, with their counters.
+	QueryRules() []*queryrules.Rule
+	// ClientsOpen is the client connections open now; Refusals the
+	// statements refused in split brain and failed for want of a
+	// primary since start.
+	ClientsOpen() int64
+	Refusals() (splitBrain, noPrimary uint64)
+	// SessionCounts are the sessions pinned now by reason (every reason
+	// beyond one statement, zero included) and those in a transaction.
+	SessionCounts() (pinned map[string]int64, inTxn int64)
+	// Discovery is discovery's latest snapshot and its counters; ok
+	// false without discovery.
+	Discovery() (snap *healthcheck.Snapshot, st healthcheck.Stats, ok bool)
+	// ClusterNames are the clusters in configuration order, and
+	// BackendLoads every configured backend's load.
+	ClusterNames() []string
+	BackendLoads() []BackendLoad
 	// PoolStats, Sessions and Protections are the pools', sessions' and
 	// protections' figures now.
 	PoolStats() []PoolStat
@@ -129,6 +148,15 @@ type BackendHealth struct {
 	ProbeMillis     float64   `json:"probe_ms"`
 	ScoreMillis     float64   `json:"score_ms"`
 	InFlight        int64     `json:"in_flight"`
+}
+
+// BackendLoad is a configured backend's load.
+type BackendLoad struct {
+	Cluster, Addr string
+	// InFlight is the statements running on it now; Score its latency
+	// score.
+	InFlight int64
+	Score    time.Duration
 }
 
 // Millis is d in milliseconds, to the microsecond.
