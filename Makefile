@@ -66,6 +66,12 @@ lint:
 
 # Settings come from BENCH_* variables (BENCH_QUICK, BENCH_TIME, BENCH_ROUNDS,
 # BENCH_CASES, BENCH_TARGETS, BENCH_PEERS, ...): bin/sbbench -help lists them.
+# PROXYSQL_UP is the up.sh of a ProxySQL built by ../shared/anchors/proxysql
+# (default ../proxysql/up.sh when present; PROXYSQL_BIN the binary it runs):
+# ProxySQL is then the proxysql target of every case; without it summary.md
+# says "ProxySQL: not built".
+PROXYSQL_UP ?= $(wildcard ../proxysql/up.sh)
+export PROXYSQL_UP
 bench: build
 	e2e/local/deps.sh --with-bench
 	$(GO) build -o bin/sbbench ./e2e/bench/cmd/sbbench

@@ -30,6 +30,10 @@
 //     io_uring loop. A default target where the kernel allows io_uring
 //     (sbbench starts a loop to find out); elsewhere it would only repeat
 //     gateway's numbers.
+//   - proxysql: ProxySQL started by the up.sh of the ProxySQL anchor
+//     (../shared/anchors/proxysql) in front of the primary, when
+//     -proxysql-up (PROXYSQL_UP) names it; a default target then, and the
+//     results say "ProxySQL: not built" otherwise. Its CPU is measured.
 //   - peers (-peers, BENCH_PEERS: name=[user:password@]host:port[#pid]):
 //     endpoints the user runs, a ProxySQL for example, which must forward
 //     to the benchmark's primary with the backend account (or the given

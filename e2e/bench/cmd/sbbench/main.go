@@ -49,9 +49,14 @@ type settings struct {
 	BurstRate int `json:"pool_order_burst_quiet_rate"`
 	// Targets are what sysbench runs against in every round of a case, in
 	// this order: direct first, then the proxies and peers.
-	Targets    []string `json:"targets"`
-	Peers      []peer   `json:"peers,omitempty"`
-	ResultsDir string   `json:"-"`
+	Targets []string `json:"targets"`
+	Peers   []peer   `json:"peers,omitempty"`
+	// ProxySQLUp is the ProxySQL anchor's up.sh (-proxysql-up,
+	// PROXYSQL_UP), "" when none is built; ProxySQLBin the binary it
+	// runs (PROXYSQL_BIN, "" for up.sh's default).
+	ProxySQLUp  string `json:"proxysql_up,omitempty"`
+	ProxySQLBin string `json:"proxysql_bin,omitempty"`
+	ResultsDir  string `json:"-"`
 }
 
 // Built-in targets. Peers add their own names.
@@ -70,7 +75,7 @@ const (
 // where io_uring works; knownTargets may be given.
 var (
 	builtinTargets = []string{targetDirect, targetHAProxy, targetGorelay, targetGateway}
-	knownTargets   = append(slices.Clone(builtinTargets), targetGatewayLoop)
+	knownTargets   = append(slices.Clone(builtinTargets), targetGatewayLoop, targetProxySQL)
 )
 
 // peer is an external endpoint the user runs (a ProxySQL, ...), which must
@@ -335,6 +340,8 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 		"default direct,haproxy,gorelay,gateway, gateway-loop where io_uring works, and every peer (env BENCH_TARGETS)")
 	peers := fs.String("peers", getenv("BENCH_PEERS"), "external endpoints forwarding to the benchmark's primary, as name=[user:password@]host:port[#pid],...; "+
 		"credentials default to gateway:secret, #pid measures that process's CPU (env BENCH_PEERS)")
+	pxUp := fs.String("proxysql-up", getenv("PROXYSQL_UP"), "the ProxySQL anchor's up.sh (../shared/anchors/proxysql): ProxySQL runs as the proxysql target, in front of the primary (env PROXYSQL_UP)")
+	fs.StringVar(&s.ProxySQLBin, "proxysql-bin", getenv("PROXYSQL_BIN"), "the proxysql binary up.sh starts; default bin/proxysql beside up.sh (env PROXYSQL_BIN)")
 	fs.StringVar(&s.ResultsDir, "results", "results", "parent of the results/<timestamp> directory")
 	if err := fs.Parse(args); err != nil {
 		return s, err
@@ -357,8 +364,16 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	if s.Peers, err = parsePeers(*peers); err != nil {
 		return s, fmt.Errorf("-peers: %w", err)
 	}
-	if s.Targets, err = parseTargets(*targets, s.Peers, ioUring()); err != nil {
+	s.ProxySQLUp = proxySQLScript(*pxUp)
+	peerPX := slices.ContainsFunc(s.Peers, func(p peer) bool { return p.Name == targetProxySQL })
+	if peerPX {
+		s.ProxySQLUp = "" // a ProxySQL the user runs, given with -peers, replaces the anchor's
+	}
+	if s.Targets, err = parseTargets(*targets, s.Peers, ioUring(), s.ProxySQLUp != ""); err != nil {
 		return s, fmt.Errorf("-targets: %w", err)
+	}
+	if slices.Contains(s.Targets, targetProxySQL) && s.ProxySQLUp == "" && !peerPX {
+		return s, fmt.Errorf("-targets: %s", proxySQLAbsent)
 	}
 	return s, nil
 }
@@ -378,7 +393,7 @@ func parsePeers(v string) ([]peer, error) {
 		if !ok || !peerName.MatchString(name) {
 			return nil, fmt.Errorf("%q: want name=[user:password@]host:port[#pid], the name of letters, digits, _ and -", item)
 		}
-		if slices.Contains(knownTargets, name) || slices.ContainsFunc(out, func(p peer) bool { return p.Name == name }) {
+		if (name != targetProxySQL && slices.Contains(knownTargets, name)) || slices.ContainsFunc(out, func(p peer) bool { return p.Name == name }) {
 			return nil, fmt.Errorf("%q: the name %s is taken", item, name)
 		}
 		p := peer{Name: name, User: "gateway", Password: "secret"}
@@ -411,14 +426,18 @@ func parsePeers(v string) ([]peer, error) {
 }
 
 // parseTargets reads -targets; empty means the built-in targets (and
-// gateway-loop with loops: io_uring works here) and every peer. direct
-// always runs, first: the ratios are to it.
-func parseTargets(v string, peers []peer, loops bool) ([]string, error) {
+// gateway-loop with loops: io_uring works here; proxysql with proxysql: a
+// ProxySQL build is configured) and every peer. direct always runs,
+// first: the ratios are to it.
+func parseTargets(v string, peers []peer, loops, proxysql bool) ([]string, error) {
 	var names []string
 	if strings.TrimSpace(v) == "" {
 		names = slices.Clone(builtinTargets)
 		if loops {
 			names = append(names, targetGatewayLoop)
+		}
+		if proxysql {
+			names = append(names, targetProxySQL)
 		}
 		for _, p := range peers {
 			names = append(names, p.Name)
@@ -433,7 +452,7 @@ func parseTargets(v string, peers []peer, loops bool) ([]string, error) {
 			continue
 		}
 		if !slices.Contains(knownTargets, n) && !slices.ContainsFunc(peers, func(p peer) bool { return p.Name == n }) {
-			return nil, fmt.Errorf("unknown target %q: want direct, haproxy, gorelay, gateway, gateway-loop or a name from -peers", n)
+			return nil, fmt.Errorf("unknown target %q: want direct, haproxy, gorelay, gateway, gateway-loop, proxysql or a name from -peers", n)
 		}
 		out = append(out, n)
 	}
@@ -583,7 +602,8 @@ type bench struct {
 	// proxies are the processes sbbench runs in front of MariaDB, by
 	// name: gateway-main, gateway-mux, gateway-replicas, haproxy, gorelay.
 	proxies  map[string]*proxyProc
-	haproxy  string // binary
+	pxsql    *proxySQL // the proxysql target; nil without it
+	haproxy  string    // binary
 	runs     []runResult
 	prepareS float64
 	overhead []float64 // wall time beyond --time of successful runs, for the ETA
@@ -651,6 +671,19 @@ func (b *bench) main(ctx context.Context) (err error) {
 	logf("MariaDB %s: primary on %s (pid %d, dir %s), replica on %s (pid %d, dir %s)", b.env["mariadbd"],
 		b.db.Addr(), b.db.PID(), b.db.Dir, b.replica.Addr(), b.replica.PID(), b.replica.Dir)
 	b.collectEnv()
+	if slices.Contains(b.s.Targets, targetProxySQL) && b.s.ProxySQLUp != "" {
+		b.pxsql = &proxySQL{up: b.s.ProxySQLUp, bin: b.s.ProxySQLBin}
+		defer func() {
+			if serr := b.pxsql.stop(); serr != nil {
+				b.warn(serr)
+			}
+		}()
+		if err := b.startProxySQL(ctx); err != nil {
+			return err
+		}
+	} else if !slices.Contains(b.s.Targets, targetProxySQL) {
+		logf("%s", proxySQLAbsent)
+	}
 
 	b.proxies = map[string]*proxyProc{}
 	defer func() {
@@ -914,6 +947,9 @@ func (b *bench) collectEnv() {
 	if b.haproxy != "" {
 		b.env["haproxy"], _, _ = strings.Cut(out(b.haproxy, "-v"), "\n")
 	}
+	if b.s.ProxySQLUp != "" && slices.Contains(b.s.Targets, targetProxySQL) {
+		b.env["proxysql"] = out(proxySQLBin(&proxySQL{up: b.s.ProxySQLUp, bin: b.s.ProxySQLBin}), "-V")
+	}
 	b.env["go"] = runtime.Version()
 	b.env["cpus"] = strconv.Itoa(runtime.NumCPU())
 	b.env["kernel"] = out("uname", "-sr")
@@ -1117,6 +1153,10 @@ func (b *bench) runOne(ctx context.Context, c benchCase, tgt string, round, runN
 		dst = target{addr: g.addr, user: g.user, password: g.pwd}
 		proxyPID = g.pid()
 	default:
+		if tgt == targetProxySQL && b.pxsql != nil {
+			dst, proxyPID = b.pxsql.target(), b.pxsql.pidNo
+			break
+		}
 		i := slices.IndexFunc(b.s.Peers, func(p peer) bool { return p.Name == tgt })
 		if i < 0 {
 			return r, fmt.Errorf("unknown target %q", tgt)

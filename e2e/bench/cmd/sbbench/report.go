@@ -292,7 +292,8 @@ var columns = []struct {
 
 const tableLegend = `Targets, each run in every round, in this order: direct = the MariaDB primary; haproxy = HAProxy in TCP mode
 in front of it; gorelay = a minimal Go TCP relay (io.Copy per direction: the floor of a Go proxy); gateway = the
-gateway; gateway-loop = the same gateway with io_loops: 1 (a default target where io_uring works); any other name = a peer given with -peers (an endpoint you run, forwarding to the primary).
+gateway; gateway-loop = the same gateway with io_loops: 1 (a default target where io_uring works); proxysql = ProxySQL
+2.7.1 started by the anchor's up.sh (threads=2, multiplexing on; a default target when PROXYSQL_UP names it); any other name = a peer given with -peers (an endpoint you run, forwarding to the primary).
 ×direct: median over rounds of the target's QPS / direct QPS in the same round (1.00 = as fast as direct).
 p95 ms: sysbench's 95th percentile latency per event. CPU per query, from /proc over sysbench's measured window:
 proxy = the proxy process (haproxy, gorelay, the gateway; a peer only when given with #pid); db = the primary
@@ -514,7 +515,11 @@ func markdown(d resultsDoc) string {
 	fmt.Fprintf(&b, "- mode: %s; %d s per run, %s rounds per case, each round running the targets in this order: %s; took %s\n",
 		mode, d.Settings.Seconds, rounds, strings.Join(d.Settings.Targets, ", "), fmtDuration(time.Duration(d.DurationS*float64(time.Second))))
 	fmt.Fprintf(&b, "- data: %d tables x %d rows (prepared in %.1f s)\n", d.Settings.Tables, d.Settings.TableSize, d.PrepareS)
-	for _, k := range []string{"git_commit", "gateway", "haproxy", "mariadbd", "mariadbd_flags", "topology", "sysbench", "go", "cpus", "cpu_model", "kernel"} {
+	if !slices.Contains(d.Settings.Targets, targetProxySQL) {
+		// neither the anchor's build nor a peer of that name
+		fmt.Fprintf(&b, "- %s\n", proxySQLAbsent)
+	}
+	for _, k := range []string{"git_commit", "gateway", "haproxy", "proxysql", "mariadbd", "mariadbd_flags", "topology", "sysbench", "go", "cpus", "cpu_model", "kernel"} {
 		if v := d.Env[k]; v != "" {
 			fmt.Fprintf(&b, "- %s: `%s`\n", k, v)
 		}
@@ -533,7 +538,7 @@ func markdown(d resultsDoc) string {
 		b.WriteString("## Summary\n\n")
 		b.WriteString("One row per case and target; medians over successful runs. Targets: **direct** is the MariaDB primary; **haproxy** HAProxy in TCP mode ")
 		b.WriteString("in front of it; **gorelay** a minimal Go TCP relay (io.Copy in one goroutine per direction), the floor a Go proxy cannot go below; ")
-		b.WriteString("**gateway** the gateway; **gateway-loop** the gateway with `io_loops: 1`; other names are peers given with `-peers`. ")
+		b.WriteString("**gateway** the gateway; **gateway-loop** the gateway with `io_loops: 1`; **proxysql** ProxySQL from the anchor's up.sh; other names are peers given with `-peers`. ")
 		b.WriteString("**×direct** is the median over rounds of the target's QPS / direct QPS in the same round. ")
 		b.WriteString("CPU columns are µs of CPU time per sysbench query over sysbench's measured window: proxy = the proxy process (utime+stime from /proc/PID/stat; ")
 		b.WriteString("a peer's only when given with its PID), mariadbd = the primary, replica = the replica, machine = the busy time of all CPUs ")

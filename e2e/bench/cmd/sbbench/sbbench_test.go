@@ -416,12 +416,12 @@ func TestTargetsAndPeers(t *testing.T) {
 		{"gorelay,haproxy", true, "direct,gorelay,haproxy"},
 		{"gateway,gateway-loop", false, "direct,gateway,gateway-loop"},
 	} {
-		got, err := parseTargets(tc.flag, peers, tc.loops)
+		got, err := parseTargets(tc.flag, peers, tc.loops, false)
 		if err != nil || strings.Join(got, ",") != tc.want {
 			t.Errorf("parseTargets(%q, io_uring %v) = %v, %v; want %s", tc.flag, tc.loops, got, err, tc.want)
 		}
 	}
-	if _, err := parseTargets("direct,nginx", peers, true); err == nil {
+	if _, err := parseTargets("direct,nginx", peers, true, false); err == nil {
 		t.Error("unknown target: no error")
 	}
 
