@@ -1311,6 +1311,11 @@ func (b *bench) record(r *runResult, sr *sbRun, hard time.Duration, g *proxyProc
 		if proxyPID > 0 {
 			r.ProxyCPUS, r.ProxyCPUPer1kQ = perQ(sr.end.proxy - sr.begin.proxy)
 		}
+		if a, z := sr.begin.proxyIO, sr.end.proxyIO; a.ok && z.ok {
+			q := float64(r.Queries)
+			r.ProxySyscallsPerQ = ptr(float64(z.Syscalls-a.Syscalls) / q)
+			r.ProxyCtxSwPerQ = ptr(float64(z.CtxSwitches-a.CtxSwitches) / q)
+		}
 		if replicaPID > 0 {
 			r.ReplicaCPUS, r.ReplicaCPUPer1kQ = perQ(sr.end.replica - sr.begin.replica)
 		}

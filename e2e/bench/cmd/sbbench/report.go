@@ -63,9 +63,14 @@ type runResult struct {
 	ReplicaCPUPer1kQ *float64 `json:"replica_mariadbd_cpu_s_per_1k_queries,omitempty"`
 	ProxyCPUS        *float64 `json:"proxy_cpu_s,omitempty"`
 	ProxyCPUPer1kQ   *float64 `json:"proxy_cpu_s_per_1k_queries,omitempty"`
-	MachineCPUS      *float64 `json:"machine_cpu_s"`
-	MachineCPUPer1kQ *float64 `json:"machine_cpu_s_per_1k_queries"`
-	CPUNote          string   `json:"cpu_note,omitempty"`
+	// ProxySyscallsPerQ and ProxyCtxSwPerQ are the proxy's system calls
+	// (/proc/PID/io syscr+syscw) and context switches (every thread's
+	// voluntary+nonvoluntary) per query over the same window.
+	ProxySyscallsPerQ *float64 `json:"proxy_syscalls_per_query,omitempty"`
+	ProxyCtxSwPerQ    *float64 `json:"proxy_ctx_switches_per_query,omitempty"`
+	MachineCPUS       *float64 `json:"machine_cpu_s"`
+	MachineCPUPer1kQ  *float64 `json:"machine_cpu_s_per_1k_queries"`
+	CPUNote           string   `json:"cpu_note,omitempty"`
 	// ReplicaWaitS is how long the run waited for the gateway's discovery
 	// to put the replica in its read set; ReplicaNote says when it was
 	// not there any more after the run.
@@ -134,6 +139,8 @@ type targetSummary struct {
 	RoundRatios       []float64 `json:"round_ratios"`
 	P95Ms             *float64  `json:"p95_ms"`
 	ProxyUSPerQ       *float64  `json:"proxy_cpu_us_per_query"`
+	ProxySyscallsPerQ *float64  `json:"proxy_syscalls_per_query"`
+	ProxyCtxSwPerQ    *float64  `json:"proxy_ctx_switches_per_query"`
 	MariadbUSPerQ     *float64  `json:"mariadbd_cpu_us_per_query"`
 	MariadbRatio      *float64  `json:"mariadbd_cpu_ratio_to_direct"`
 	ReplicaUSPerQ     *float64  `json:"replica_mariadbd_cpu_us_per_query"`
@@ -173,7 +180,7 @@ func summarize(cases []benchCase, runs []runResult) []targetSummary {
 func summarizeTarget(c benchCase, tgt string, runs []runResult, directByRound map[int]runResult) targetSummary {
 	s := targetSummary{Case: c.Name, Target: tgt, ReplicaReads: c.ReplicaReads}
 	byRound := map[int]runResult{}
-	var qps, p95, proxy, db, replica, machine []float64
+	var qps, p95, proxy, db, replica, machine, sysc, ctxsw []float64
 	us := func(list []float64, per1k *float64) []float64 {
 		if per1k == nil {
 			return list
@@ -198,6 +205,9 @@ func summarizeTarget(c benchCase, tgt string, runs []runResult, directByRound ma
 		qps, p95 = append(qps, r.QPS), append(p95, r.P95Ms)
 		proxy, db = us(proxy, r.ProxyCPUPer1kQ), us(db, r.MariadbCPUPer1kQ)
 		replica, machine = us(replica, r.ReplicaCPUPer1kQ), us(machine, r.MachineCPUPer1kQ)
+		if r.ProxySyscallsPerQ != nil && r.ProxyCtxSwPerQ != nil {
+			sysc, ctxsw = append(sysc, *r.ProxySyscallsPerQ), append(ctxsw, *r.ProxyCtxSwPerQ)
+		}
 		if r.ReplicaNote != "" {
 			s.ReplicaNotes = addFailure(s.ReplicaNotes, r.ReplicaNote)
 		}
@@ -224,6 +234,7 @@ func summarizeTarget(c benchCase, tgt string, runs []runResult, directByRound ma
 	s.QPS, s.Ratio, s.P95Ms = median(qps), median(s.RoundRatios), median(p95)
 	s.ProxyUSPerQ, s.MariadbUSPerQ, s.MariadbRatio = median(proxy), median(db), median(dbRatios)
 	s.ReplicaUSPerQ, s.MachineUSPerQ = median(replica), median(machine)
+	s.ProxySyscallsPerQ, s.ProxyCtxSwPerQ = median(sysc), median(ctxsw)
 	s.Status = status(s)
 	return s
 }
@@ -281,6 +292,8 @@ var columns = []struct {
 	{"×direct", "×direct", false},
 	{"p95 ms", "p95 ms", false},
 	{"proxy µs/q", "proxy µs CPU/query", false},
+	{"sysc/q", "proxy syscalls/query", false},
+	{"cs/q", "proxy context switches/query", false},
 	{"db µs/q", "mariadbd µs CPU/query", false},
 	{"db ×direct", "mariadbd CPU/query ×direct", false},
 	{"rep µs/q", "replica mariadbd µs CPU/query", false},
@@ -303,7 +316,8 @@ machine minus direct's machine is what a target costs the machine per query; gat
 µs/q is what the gateway spends above the floor of a Go relay. errors: sysbench ignored errors, summed.
 db ×direct: median over rounds of the target's db µs/q / direct's in the same round (a target's over haproxy's
 is what it costs MariaDB beyond a relay; read it in the equal-rate case, which runs more rounds).
-gw RSS: gateway VmHWM during the case. Values are medians over the successful runs.
+sysc/q and cs/q: the proxy's system calls (/proc/PID/io syscr+syscw) and context switches (voluntary+nonvoluntary,
+every thread) per query over the same window. gw RSS: gateway VmHWM during the case. Values are medians over the successful runs.
 Every gateway lists the primary and the replica. read_only_replicas cases run direct and the gateway only (a
 relay would forward to the primary and repeat the read_only rows): the gateway uses TWO servers (replica_reads:
 on, reads go to the replica, the primary is the fallback), direct the primary alone; both run sysbench
@@ -317,7 +331,7 @@ func tableRow(s targetSummary) []string {
 	}
 	return []string{
 		s.Case, s.Target, num(s.QPS, 0), num(s.Ratio, 2), num(s.P95Ms, 2),
-		num(s.ProxyUSPerQ, 1), num(s.MariadbUSPerQ, 1), num(s.MariadbRatio, 2), num(s.ReplicaUSPerQ, 1), num(s.MachineUSPerQ, 1),
+		num(s.ProxyUSPerQ, 1), num(s.ProxySyscallsPerQ, 2), num(s.ProxyCtxSwPerQ, 2), num(s.MariadbUSPerQ, 1), num(s.MariadbRatio, 2), num(s.ReplicaUSPerQ, 1), num(s.MachineUSPerQ, 1),
 		errs, num(s.GatewayPeakRSSMiB, 1), s.Status,
 	}
 }

@@ -640,9 +640,9 @@ func TestSummarize(t *testing.T) {
 	wantAll(t, "table", out.String(), "×direct", "machine µs/q", "0.65", "FAILED: 1/1 runs", "FATAL: boom", "FATAL: no", "point_select ps=auto t=8, gateway:", "gorelay = a minimal Go TCP relay")
 	md := markdown(resultsDoc{Summary: sums, Runs: runs, Env: map[string]string{}, Settings: settings{Targets: c.Targets}})
 	wantAll(t, "markdown", md,
-		"| point_select ps=auto t=8 | direct | 1500 | 1.00 | 2.00 | - | 20.0 | 1.00 | - | 60.0 | 2 | - | FAILED: 1/3 runs |",
-		"| point_select ps=auto t=8 | haproxy | 1800 | 0.93 | 1.10 | 5.0 | 22.0 | 1.10 | - | 60.0 | 0 | - | ok |",
-		"| point_select ps=auto t=8 | gateway | 900 | 0.65 | 3.00 | 10.0 | - | - | - | - | 0 | 30.0 | FAILED: 1/3 runs |",
+		"| point_select ps=auto t=8 | direct | 1500 | 1.00 | 2.00 | - | - | - | 20.0 | 1.00 | - | 60.0 | 2 | - | FAILED: 1/3 runs |",
+		"| point_select ps=auto t=8 | haproxy | 1800 | 0.93 | 1.10 | 5.0 | - | - | 22.0 | 1.10 | - | 60.0 | 0 | - | ok |",
+		"| point_select ps=auto t=8 | gateway | 900 | 0.65 | 3.00 | 10.0 | - | - | - | - | - | - | 0 | 30.0 | FAILED: 1/3 runs |",
 		"| 2 | point_select ps=auto t=8 | haproxy | 1 | 950 | 1.10 | 0 | 4.0 | 22.0 | - | 60.0 | - |",
 		"targets in this order: direct, haproxy, gorelay, gateway, proxysql",
 	)
@@ -764,5 +764,18 @@ func TestRetry(t *testing.T) {
 	err = retry(ctx, time.Minute, time.Millisecond, exited, func(context.Context) error { return errors.New("refused") })
 	if err == nil || !strings.Contains(err.Error(), "exited") || !strings.Contains(err.Error(), "refused") {
 		t.Fatalf("retry with the process gone: %v", err)
+	}
+}
+
+func TestReadProcCounts(t *testing.T) {
+	c, err := readProcCounts(os.Getpid())
+	if err != nil {
+		t.Skipf("no /proc here: %v", err)
+	}
+	if !c.ok || c.Syscalls <= 0 || c.CtxSwitches <= 0 {
+		t.Errorf("readProcCounts(self) = %+v; want positive counts", c)
+	}
+	if n := fieldSum([]byte("syscr: 3\nsyscw: 4\nrchar: 100\n"), "syscr:", "syscw:"); n != 7 {
+		t.Errorf("fieldSum = %d, want 7", n)
 	}
 }
