@@ -26,8 +26,13 @@ import (
 
 // settings are the knobs of one benchmark run.
 type settings struct {
-	Quick      bool   `json:"quick"`
-	Seconds    int    `json:"seconds_per_run"`
+	Quick   bool `json:"quick"`
+	Seconds int  `json:"seconds_per_run"`
+	// Warmup is the unmeasured sysbench run of every target before a
+	// case's first round, in seconds (0: none), as floorbench.sh does:
+	// pools fill, the Go heap grows and ProxySQL connects before a
+	// measured window starts.
+	Warmup     int    `json:"warmup_s"`
 	Rounds     int    `json:"rounds"`
 	Tables     int    `json:"tables"`
 	TableSize  int    `json:"table_size"`
@@ -292,6 +297,12 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	if rounds, err = envInt("BENCH_ROUNDS", rounds); err != nil {
 		errs = append(errs, err)
 	}
+	warmup := 5
+	if v := strings.TrimSpace(getenv("BENCH_WARMUP")); v == "0" {
+		warmup = 0
+	} else if warmup, err = envInt("BENCH_WARMUP", warmup); err != nil {
+		errs = append(errs, err)
+	}
 	tables, err := envInt("BENCH_TABLES", 4)
 	if err != nil {
 		errs = append(errs, err)
@@ -325,6 +336,7 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	fs := flag.NewFlagSet("sbbench", flag.ContinueOnError)
 	fs.BoolVar(&s.Quick, "quick", quick, "short run: point_select and read_write, 8 threads, no multiplexing or replica-read cases (env BENCH_QUICK=1)")
 	fs.IntVar(&s.Seconds, "time", seconds, "seconds per sysbench run (env BENCH_TIME; 20, quick 8)")
+	fs.IntVar(&s.Warmup, "warmup", warmup, "seconds of unmeasured sysbench per target before each case's first round; 0 for none (env BENCH_WARMUP)")
 	fs.IntVar(&s.Rounds, "rounds", rounds, "rounds per case; each round runs every target once, direct first (env BENCH_ROUNDS)")
 	fs.IntVar(&s.Tables, "tables", tables, "sysbench tables (env BENCH_TABLES)")
 	fs.IntVar(&s.TableSize, "table-size", tableSize, "rows per table (env BENCH_TABLE_SIZE; 100000, quick 10000)")
@@ -349,7 +361,7 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	if fs.NArg() > 0 {
 		return s, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if s.Seconds < 1 || s.Rounds < 1 || s.Tables < 1 || s.TableSize < 1 {
+	if s.Warmup < 0 || s.Seconds < 1 || s.Rounds < 1 || s.Tables < 1 || s.TableSize < 1 {
 		return s, errors.New("-time, -rounds, -tables and -table-size must be positive")
 	}
 	if s.Rate < 0 {
@@ -724,6 +736,9 @@ func (b *bench) main(ctx context.Context) (err error) {
 			}
 			return err
 		}
+		if err := b.warmUp(ctx, c); err != nil {
+			return err
+		}
 		rounds := c.rounds(b.s.Rounds)
 		for round := 1; round <= rounds; round++ {
 			for _, tgt := range c.Targets {
@@ -761,6 +776,33 @@ func (b *bench) main(ctx context.Context) (err error) {
 			}
 		}
 	}
+	return nil
+}
+
+// warmUp runs sysbench for s.Warmup seconds against every target of c,
+// unmeasured (round 0, its output kept as ...-r0.txt), before c's first
+// round. Not for the cases that measure a transition (pool order) or
+// count server events over a run (hot rows, consolidation).
+func (b *bench) warmUp(ctx context.Context, c benchCase) error {
+	if b.s.Warmup == 0 || c.PoolOrderBurst || c.HotRows || c.HotReads {
+		return nil
+	}
+	seconds := b.s.Seconds
+	b.s.Seconds = b.s.Warmup
+	defer func() { b.s.Seconds = seconds }()
+	for _, tgt := range c.Targets {
+		if ctx.Err() != nil {
+			return nil
+		}
+		r, err := b.runOne(ctx, c, tgt, 0, 0)
+		if err != nil {
+			return err
+		}
+		if !r.OK && !r.Interrupted {
+			logf("    warm-up of %s failed: %s", tgt, r.brief())
+		}
+	}
+	logf("case %s: warmed up (%ds per target, not recorded)", c.Name, b.s.Warmup)
 	return nil
 }
 
