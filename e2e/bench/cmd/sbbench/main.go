@@ -613,9 +613,12 @@ type bench struct {
 	replicating bool
 	// proxies are the processes sbbench runs in front of MariaDB, by
 	// name: gateway-main, gateway-mux, gateway-replicas, haproxy, gorelay.
-	proxies  map[string]*proxyProc
-	pxsql    *proxySQL // the proxysql target; nil without it
-	haproxy  string    // binary
+	proxies map[string]*proxyProc
+	pxsql   *proxySQL // the proxysql target; nil without it
+	// perf: proxies' system calls are counted with perf (perfEvent);
+	// without it, /proc/PID/io's read/write-family calls only.
+	perf     bool
+	haproxy  string // binary
 	runs     []runResult
 	prepareS float64
 	overhead []float64 // wall time beyond --time of successful runs, for the ETA
@@ -683,6 +686,11 @@ func (b *bench) main(ctx context.Context) (err error) {
 	logf("MariaDB %s: primary on %s (pid %d, dir %s), replica on %s (pid %d, dir %s)", b.env["mariadbd"],
 		b.db.Addr(), b.db.PID(), b.db.Dir, b.replica.Addr(), b.replica.PID(), b.replica.Dir)
 	b.collectEnv()
+	if b.perf = perfWorks(); b.perf {
+		b.env["proxy_syscalls"] = "perf stat -e " + perfEvent + " (every system call)"
+	} else {
+		b.env["proxy_syscalls"] = "/proc/PID/io syscr+syscw: read/write-family calls only, no send/recv/splice/io_uring (perf " + perfEvent + " is not available)"
+	}
 	if slices.Contains(b.s.Targets, targetProxySQL) && b.s.ProxySQLUp != "" {
 		b.pxsql = &proxySQL{up: b.s.ProxySQLUp, bin: b.s.ProxySQLBin}
 		defer func() {
@@ -1232,7 +1240,17 @@ func (b *bench) runOne(ctx context.Context, c benchCase, tgt string, round, runN
 	if c.ReplicaReads {
 		replicaPID = b.replica.PID()
 	}
-	sample := func() cpuSample { return takeSample(mariadbPID, replicaPID, proxyPID) }
+	sc := newSyscallCounter(proxyPID, b.perf)
+	defer func() { _, _ = sc.stop() }()
+	sample := func() cpuSample {
+		s := takeSample(mariadbPID, replicaPID, proxyPID)
+		if sc == nil {
+			s.sys, s.sysOK = s.proxyIO.Syscalls, s.proxyIO.ok
+		} else {
+			s.sys, s.sysOK = sc.mark()
+		}
+		return s
+	}
 
 	var extra []string
 	if c.SkipTrx {
@@ -1353,9 +1371,11 @@ func (b *bench) record(r *runResult, sr *sbRun, hard time.Duration, g *proxyProc
 		if proxyPID > 0 {
 			r.ProxyCPUS, r.ProxyCPUPer1kQ = perQ(sr.end.proxy - sr.begin.proxy)
 		}
+		q := float64(r.Queries)
+		if a, z := sr.begin, sr.end; a.sysOK && z.sysOK {
+			r.ProxySyscallsPerQ = ptr(float64(z.sys-a.sys) / q)
+		}
 		if a, z := sr.begin.proxyIO, sr.end.proxyIO; a.ok && z.ok {
-			q := float64(r.Queries)
-			r.ProxySyscallsPerQ = ptr(float64(z.Syscalls-a.Syscalls) / q)
 			r.ProxyCtxSwPerQ = ptr(float64(z.CtxSwitches-a.CtxSwitches) / q)
 		}
 		if replicaPID > 0 {

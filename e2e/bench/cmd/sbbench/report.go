@@ -64,8 +64,9 @@ type runResult struct {
 	ProxyCPUS        *float64 `json:"proxy_cpu_s,omitempty"`
 	ProxyCPUPer1kQ   *float64 `json:"proxy_cpu_s_per_1k_queries,omitempty"`
 	// ProxySyscallsPerQ and ProxyCtxSwPerQ are the proxy's system calls
-	// (/proc/PID/io syscr+syscw) and context switches (every thread's
-	// voluntary+nonvoluntary) per query over the same window.
+	// (perf's raw_syscalls:sys_enter; without perf, /proc/PID/io
+	// syscr+syscw: read/write calls only) and context switches (every
+	// thread's voluntary+nonvoluntary) per query over the same window.
 	ProxySyscallsPerQ *float64 `json:"proxy_syscalls_per_query,omitempty"`
 	ProxyCtxSwPerQ    *float64 `json:"proxy_ctx_switches_per_query,omitempty"`
 	MachineCPUS       *float64 `json:"machine_cpu_s"`
@@ -316,8 +317,8 @@ machine minus direct's machine is what a target costs the machine per query; gat
 µs/q is what the gateway spends above the floor of a Go relay. errors: sysbench ignored errors, summed.
 db ×direct: median over rounds of the target's db µs/q / direct's in the same round (a target's over haproxy's
 is what it costs MariaDB beyond a relay; read it in the equal-rate case, which runs more rounds).
-sysc/q and cs/q: the proxy's system calls (/proc/PID/io syscr+syscw) and context switches (voluntary+nonvoluntary,
-every thread) per query over the same window. gw RSS: gateway VmHWM during the case. Values are medians over the successful runs.
+sysc/q and cs/q: the proxy's system calls (perf's raw_syscalls:sys_enter; without perf /proc/PID/io syscr+syscw,
+read/write calls only) and context switches (voluntary+nonvoluntary, every thread) per query over the same window. gw RSS: gateway VmHWM during the case. Values are medians over the successful runs.
 Every gateway lists the primary and the replica. read_only_replicas cases run direct and the gateway only (a
 relay would forward to the primary and repeat the read_only rows): the gateway uses TWO servers (replica_reads:
 on, reads go to the replica, the primary is the fallback), direct the primary alone; both run sysbench
@@ -533,7 +534,7 @@ func markdown(d resultsDoc) string {
 		// neither the anchor's build nor a peer of that name
 		fmt.Fprintf(&b, "- %s\n", proxySQLAbsent)
 	}
-	for _, k := range []string{"git_commit", "gateway", "haproxy", "proxysql", "mariadbd", "mariadbd_flags", "topology", "sysbench", "go", "cpus", "cpu_model", "kernel"} {
+	for _, k := range []string{"git_commit", "gateway", "haproxy", "proxysql", "proxy_syscalls", "mariadbd", "mariadbd_flags", "topology", "sysbench", "go", "cpus", "cpu_model", "kernel"} {
 		if v := d.Env[k]; v != "" {
 			fmt.Fprintf(&b, "- %s: `%s`\n", k, v)
 		}

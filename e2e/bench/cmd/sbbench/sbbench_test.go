@@ -779,3 +779,28 @@ func TestReadProcCounts(t *testing.T) {
 		t.Errorf("fieldSum = %d, want 7", n)
 	}
 }
+
+func TestSyscallCounter(t *testing.T) {
+	if n, err := parsePerfCount([]byte("\n1234,,raw_syscalls:sys_enter,5000,100.00,,\n")); err != nil || n != 1234 {
+		t.Errorf("parsePerfCount = %d, %v; want 1234", n, err)
+	}
+	if _, err := parsePerfCount([]byte("<not counted>,,raw_syscalls:sys_enter,0,0.00,,\n")); err == nil {
+		t.Error("parsePerfCount accepted <not counted>")
+	}
+	if !perfWorks() {
+		t.Skip("perf cannot count " + perfEvent + " here")
+	}
+	c := newSyscallCounter(os.Getpid(), true)
+	if _, ok := c.mark(); ok {
+		t.Fatal("the launch sample counts")
+	}
+	if n, ok := c.mark(); !ok || n != 0 {
+		t.Fatalf("window start = %d, %v", n, ok)
+	}
+	for range 100 {
+		_, _ = os.Stat("/")
+	}
+	if n, ok := c.mark(); !ok || n < 100 {
+		t.Errorf("window end = %d, %v; want at least 100 system calls", n, ok)
+	}
+}
