@@ -376,7 +376,7 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	if s.Peers, err = parsePeers(*peers); err != nil {
 		return s, fmt.Errorf("-peers: %w", err)
 	}
-	s.ProxySQLUp = proxySQLScript(*pxUp)
+	s.ProxySQLUp = proxySQLScript(*pxUp, s.ProxySQLBin)
 	peerPX := slices.ContainsFunc(s.Peers, func(p peer) bool { return p.Name == targetProxySQL })
 	if peerPX {
 		s.ProxySQLUp = "" // a ProxySQL the user runs, given with -peers, replaces the anchor's

@@ -30,8 +30,10 @@ type proxySQL struct {
 	pidNo   int
 }
 
-// proxySQLScript returns the up.sh of -proxysql-up when it exists, else "".
-func proxySQLScript(path string) string {
+// proxySQLScript returns the up.sh of -proxysql-up when it exists and
+// so does the binary it would start (bin, else bin/proxysql beside it,
+// else proxysql on PATH), else "": no ProxySQL is built.
+func proxySQLScript(path, bin string) string {
 	if path == "" {
 		return ""
 	}
@@ -41,6 +43,11 @@ func proxySQLScript(path string) string {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return ""
+	}
+	if _, err := os.Stat(proxySQLBin(&proxySQL{up: abs, bin: bin})); err != nil {
+		if _, perr := exec.LookPath("proxysql"); bin != "" || perr != nil {
+			return ""
+		}
 	}
 	return abs
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -802,5 +803,46 @@ func TestSyscallCounter(t *testing.T) {
 	}
 	if n, ok := c.mark(); !ok || n < 100 {
 		t.Errorf("window end = %d, %v; want at least 100 system calls", n, ok)
+	}
+}
+
+// TestProxySQLTarget: proxysql is a default target only with a ProxySQL
+// build (or a peer of that name), and summary.md says when it is absent.
+func TestProxySQLTarget(t *testing.T) {
+	got, err := parseTargets("", nil, false, true)
+	if err != nil || !slices.Contains(got, targetProxySQL) {
+		t.Errorf("with a build: targets %v, %v; want proxysql among them", got, err)
+	}
+	if got, _ := parseTargets("", nil, false, false); slices.Contains(got, targetProxySQL) {
+		t.Errorf("without a build: targets %v include proxysql", got)
+	}
+	env := func(k string) string { return map[string]string{"PROXYSQL_UP": "/nonexistent/up.sh"}[k] }
+	s, err := parseSettings(nil, env)
+	if err != nil || s.ProxySQLUp != "" || slices.Contains(s.Targets, targetProxySQL) {
+		t.Errorf("missing up.sh: %+v, %v; want no proxysql target", s.Targets, err)
+	}
+	if _, err := parseSettings([]string{"-targets", "gateway,proxysql"}, env); err == nil {
+		t.Error("-targets proxysql without a build was accepted")
+	}
+	dir := t.TempDir()
+	up := filepath.Join(dir, "up.sh")
+	if err := os.WriteFile(up, []byte("exit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := proxySQLScript(up, filepath.Join(dir, "bin", "proxysql")); got != "" {
+		t.Errorf("up.sh without its binary: %q, want none", got)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bin", "proxysql"), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := proxySQLScript(up, ""); got != up {
+		t.Errorf("up.sh with bin/proxysql beside it: %q, want %q", got, up)
+	}
+	md := markdown(resultsDoc{Env: map[string]string{}, Settings: settings{Targets: []string{targetDirect}}})
+	if !strings.Contains(md, proxySQLAbsent) {
+		t.Errorf("summary.md lacks %q", proxySQLAbsent)
 	}
 }
