@@ -297,10 +297,8 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	if rounds, err = envInt("BENCH_ROUNDS", rounds); err != nil {
 		errs = append(errs, err)
 	}
-	warmup := 5
-	if v := strings.TrimSpace(getenv("BENCH_WARMUP")); v == "0" {
-		warmup = 0
-	} else if warmup, err = envInt("BENCH_WARMUP", warmup); err != nil {
+	warmup, err := envWarmup(getenv("BENCH_WARMUP"))
+	if err != nil {
 		errs = append(errs, err)
 	}
 	tables, err := envInt("BENCH_TABLES", 4)
@@ -362,7 +360,7 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 		return s, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	if s.Warmup < 0 || s.Seconds < 1 || s.Rounds < 1 || s.Tables < 1 || s.TableSize < 1 {
-		return s, errors.New("-time, -rounds, -tables and -table-size must be positive")
+		return s, errors.New("-time, -rounds, -tables and -table-size must be positive, -warmup not negative")
 	}
 	if s.Rate < 0 {
 		return s, errors.New("-rate must not be negative")
@@ -376,18 +374,38 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	if s.Peers, err = parsePeers(*peers); err != nil {
 		return s, fmt.Errorf("-peers: %w", err)
 	}
-	s.ProxySQLUp = proxySQLScript(*pxUp, s.ProxySQLBin)
+	return s, s.setTargets(*targets, *pxUp)
+}
+
+// envWarmup reads BENCH_WARMUP: seconds, 0 for none, 5 when unset.
+func envWarmup(v string) (int, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 5, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("BENCH_WARMUP=%q: want seconds, 0 for none", v)
+	}
+	return n, nil
+}
+
+// setTargets resolves the ProxySQL anchor's up.sh (pxUp) and -targets
+// (targets) into s. A peer named proxysql replaces the anchor's ProxySQL.
+func (s *settings) setTargets(targets, pxUp string) error {
+	s.ProxySQLUp = proxySQLScript(pxUp, s.ProxySQLBin)
 	peerPX := slices.ContainsFunc(s.Peers, func(p peer) bool { return p.Name == targetProxySQL })
 	if peerPX {
-		s.ProxySQLUp = "" // a ProxySQL the user runs, given with -peers, replaces the anchor's
+		s.ProxySQLUp = ""
 	}
-	if s.Targets, err = parseTargets(*targets, s.Peers, ioUring(), s.ProxySQLUp != ""); err != nil {
-		return s, fmt.Errorf("-targets: %w", err)
+	var err error
+	if s.Targets, err = parseTargets(targets, s.Peers, ioUring(), s.ProxySQLUp != ""); err != nil {
+		return fmt.Errorf("-targets: %w", err)
 	}
 	if slices.Contains(s.Targets, targetProxySQL) && s.ProxySQLUp == "" && !peerPX {
-		return s, fmt.Errorf("-targets: %s", proxySQLAbsent)
+		return fmt.Errorf("-targets: %s", proxySQLAbsent)
 	}
-	return s, nil
+	return nil
 }
 
 var peerName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
@@ -686,24 +704,6 @@ func (b *bench) main(ctx context.Context) (err error) {
 	logf("MariaDB %s: primary on %s (pid %d, dir %s), replica on %s (pid %d, dir %s)", b.env["mariadbd"],
 		b.db.Addr(), b.db.PID(), b.db.Dir, b.replica.Addr(), b.replica.PID(), b.replica.Dir)
 	b.collectEnv()
-	if b.perf = perfWorks(); b.perf {
-		b.env["proxy_syscalls"] = "perf stat -e " + perfEvent + " (every system call)"
-	} else {
-		b.env["proxy_syscalls"] = "/proc/PID/io syscr+syscw: read/write-family calls only, no send/recv/splice/io_uring (perf " + perfEvent + " is not available)"
-	}
-	if slices.Contains(b.s.Targets, targetProxySQL) && b.s.ProxySQLUp != "" {
-		b.pxsql = &proxySQL{up: b.s.ProxySQLUp, bin: b.s.ProxySQLBin}
-		defer func() {
-			if serr := b.pxsql.stop(); serr != nil {
-				b.warn(serr)
-			}
-		}()
-		if err := b.startProxySQL(ctx); err != nil {
-			return err
-		}
-	} else if !slices.Contains(b.s.Targets, targetProxySQL) {
-		logf("%s", proxySQLAbsent)
-	}
 
 	b.proxies = map[string]*proxyProc{}
 	defer func() {
@@ -721,7 +721,13 @@ func (b *bench) main(ctx context.Context) (err error) {
 				}
 			}
 		}
+		if serr := b.pxsql.stop(); serr != nil {
+			b.warn(serr)
+		}
 	}()
+	if err := b.startProxySQL(ctx); err != nil {
+		return err
+	}
 
 	if err := b.waitPeers(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -1014,6 +1020,7 @@ func (b *bench) collectEnv() {
 	if m := regexp.MustCompile(`(?m)^model name\s*:\s*(.+)$`).FindSubmatch([]byte(readFile("/proc/cpuinfo"))); m != nil {
 		b.env["cpu_model"] = string(m[1])
 	}
+	b.countSyscalls()
 	b.env["mariadbd_flags"] = strings.Join(mariadbArgs, " ")
 	b.env["topology"] = "primary (binary log on, row format, GTID) + one replica (GTID replication, read_only, no binary log); " +
 		"replication runs only for the replica-read cases; haproxy and gorelay forward to the primary; every gateway lists both"
@@ -1240,17 +1247,8 @@ func (b *bench) runOne(ctx context.Context, c benchCase, tgt string, round, runN
 	if c.ReplicaReads {
 		replicaPID = b.replica.PID()
 	}
-	sc := newSyscallCounter(proxyPID, b.perf)
-	defer func() { _, _ = sc.stop() }()
-	sample := func() cpuSample {
-		s := takeSample(mariadbPID, replicaPID, proxyPID)
-		if sc == nil {
-			s.sys, s.sysOK = s.proxyIO.Syscalls, s.proxyIO.ok
-		} else {
-			s.sys, s.sysOK = sc.mark()
-		}
-		return s
-	}
+	sample, endSample := b.sampler(mariadbPID, replicaPID, proxyPID)
+	defer endSample()
 
 	var extra []string
 	if c.SkipTrx {

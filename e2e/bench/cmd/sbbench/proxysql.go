@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -56,7 +57,17 @@ func proxySQLScript(path, bin string) string {
 // backend as root with an empty password over TCP, which mariadbtest
 // allows only on its socket: a loopback-only root@127.0.0.1 without a
 // password is added first (not binlogged; the server is thrown away).
+// Without the proxysql target (or with a peer of that name) it only
+// says so.
 func (b *bench) startProxySQL(ctx context.Context) error {
+	if !slices.Contains(b.s.Targets, targetProxySQL) {
+		logf("%s", proxySQLAbsent)
+		return nil
+	}
+	if b.s.ProxySQLUp == "" {
+		return nil
+	}
+	b.pxsql = &proxySQL{up: b.s.ProxySQLUp, bin: b.s.ProxySQLBin}
 	root, err := b.db.RootDB()
 	if err != nil {
 		return err

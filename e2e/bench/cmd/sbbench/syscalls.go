@@ -95,3 +95,29 @@ func (c *syscallCounter) stop() (int64, error) {
 	c.cmd = nil
 	return parsePerfCount(c.out.Bytes())
 }
+
+// countSyscalls decides how proxies' system calls are counted (perf, else
+// /proc/PID/io) and notes it in the results' environment.
+func (b *bench) countSyscalls() {
+	if b.perf = perfWorks(); b.perf {
+		b.env["proxy_syscalls"] = "perf stat -e " + perfEvent + " (every system call)"
+		return
+	}
+	b.env["proxy_syscalls"] = "/proc/PID/io syscr+syscw: read/write-family calls only, no send/recv/splice/io_uring (perf " + perfEvent + " is not available)"
+}
+
+// sampler returns runSysbench's sample function for a run (CPU of the
+// given processes, the proxy's system calls and context switches) and a
+// function that ends its system call counting.
+func (b *bench) sampler(mariadbPID, replicaPID, proxyPID int) (sample func() cpuSample, end func()) {
+	sc := newSyscallCounter(proxyPID, b.perf)
+	return func() cpuSample {
+		s := takeSample(mariadbPID, replicaPID, proxyPID)
+		if sc == nil {
+			s.sys, s.sysOK = s.proxyIO.Syscalls, s.proxyIO.ok
+		} else {
+			s.sys, s.sysOK = sc.mark()
+		}
+		return s
+	}, func() { _, _ = sc.stop() }
+}
