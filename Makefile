@@ -28,7 +28,7 @@ TEST_FUZZTIME ?= 3000x
 DIFFFUZZ_SCRIPTS ?= 1000
 FUZZ_PKGS ?= ./wire ./querypath
 
-.PHONY: build run run-fleet test lint clean bench bench-memory fuzz compat
+.PHONY: build run run-fleet test lint clean bench bench-memory fuzz compat pgo
 
 build:
 	$(GO) build -o bin/gateway ./cmd/gateway
@@ -66,11 +66,32 @@ lint:
 
 # Settings come from BENCH_* variables (BENCH_QUICK, BENCH_TIME, BENCH_ROUNDS,
 # BENCH_CASES, BENCH_TARGETS, BENCH_PEERS, ...): bin/sbbench -help lists them.
+# PROXYSQL_UP is the up.sh of a ProxySQL built by ../shared/anchors/proxysql
+# (default ../proxysql/up.sh when present; PROXYSQL_BIN the binary it runs):
+# ProxySQL is then the proxysql target of every case; without it summary.md
+# says "ProxySQL: not built".
+PROXYSQL_UP ?= $(wildcard ../proxysql/up.sh)
+export PROXYSQL_UP
 bench: build
 	e2e/local/deps.sh --with-bench
 	$(GO) build -o bin/sbbench ./e2e/bench/cmd/sbbench
 	$(GO) build -o bin/gorelay ./e2e/bench/cmd/gorelay
 	bin/sbbench -gateway bin/gateway -gorelay bin/gorelay
+
+# Profile-guided optimisation: go build uses cmd/gateway/default.pgo, the
+# gateway's CPU profile under sbbench's point-select and read-only cases
+# (8 and 64 clients, both ps modes, and the 512-client mux case), on
+# goroutines and on an io_uring loop, merged. Refresh it after hot-path
+# changes (about 8 minutes) and commit it; PGO_CASES picks the cases.
+PGO_CASES ?= ^(point_select|read_only) ps=(auto|disable) t=(8|64)$$|^mux point_select
+pgo: build
+	$(GO) build -o bin/sbbench ./e2e/bench/cmd/sbbench
+	rm -rf bin/pgo-results
+	BENCH_CASES='$(PGO_CASES)' BENCH_TARGETS=gateway,gateway-loop BENCH_TIME=15 BENCH_ROUNDS=1 \
+		BENCH_WARMUP=0 BENCH_TABLE_SIZE=10000 BENCH_CPUPROFILE=1 \
+		bin/sbbench -gateway bin/gateway -rate 0 -results bin/pgo-results
+	$(GO) tool pprof -proto bin/pgo-results/latest/gateway-*.pprof > cmd/gateway/default.pgo.new
+	mv cmd/gateway/default.pgo.new cmd/gateway/default.pgo
 
 # The gateway's resident memory with many idle clients (plain and TLS):
 # benchmarks of the e2e package, run once each.

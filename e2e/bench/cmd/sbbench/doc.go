@@ -30,6 +30,10 @@
 //     io_uring loop. A default target where the kernel allows io_uring
 //     (sbbench starts a loop to find out); elsewhere it would only repeat
 //     gateway's numbers.
+//   - proxysql: ProxySQL started by the up.sh of the ProxySQL anchor
+//     (../shared/anchors/proxysql) in front of the primary, when
+//     -proxysql-up (PROXYSQL_UP) names it; a default target then, and the
+//     results say "ProxySQL: not built" otherwise. Its CPU is measured.
 //   - peers (-peers, BENCH_PEERS: name=[user:password@]host:port[#pid]):
 //     endpoints the user runs, a ProxySQL for example, which must forward
 //     to the benchmark's primary with the backend account (or the given
@@ -122,6 +126,11 @@
 // summary.md has a section for it ("Pool order") and stdout a table with
 // a column per target.
 //
+// Before a case's first round every target runs -warmup seconds
+// (BENCH_WARMUP, default 5, 0 for none) of the case's workload,
+// unmeasured, as floorbench.sh does (not the hot-row, consolidation and
+// pool order cases).
+//
 // For every run it records sysbench's QPS, p95 latency, ignored errors and
 // fatal failures (a failing run is recorded with sysbench's error text and
 // the benchmark goes on), and over the measured window (from sysbench's
@@ -130,7 +139,11 @@
 // process (utime+stime from /proc/PID/stat), and the busy time of the
 // whole machine (the first line of /proc/stat: total minus idle minus
 // iowait, every CPU and every process, sysbench's included), each divided
-// by sysbench's query count; and the gateway's peak RSS (VmHWM, reset
+// by sysbench's query count; the proxy's system calls (perf stat -e
+// raw_syscalls:sys_enter -p PID over the window; without perf,
+// /proc/PID/io's syscr+syscw, read/write-family calls only) and context
+// switches (every thread's voluntary+nonvoluntary) per query; and the
+// gateway's peak RSS (VmHWM, reset
 // before each run through /proc/PID/clear_refs). The summary has one row
 // per case and target; ×direct is the median over rounds of the target's
 // QPS divided by direct's QPS of the same round.

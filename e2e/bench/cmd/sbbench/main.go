@@ -26,8 +26,13 @@ import (
 
 // settings are the knobs of one benchmark run.
 type settings struct {
-	Quick      bool   `json:"quick"`
-	Seconds    int    `json:"seconds_per_run"`
+	Quick   bool `json:"quick"`
+	Seconds int  `json:"seconds_per_run"`
+	// Warmup is the unmeasured sysbench run of every target before a
+	// case's first round, in seconds (0: none), as floorbench.sh does:
+	// pools fill, the Go heap grows and ProxySQL connects before a
+	// measured window starts.
+	Warmup     int    `json:"warmup_s"`
 	Rounds     int    `json:"rounds"`
 	Tables     int    `json:"tables"`
 	TableSize  int    `json:"table_size"`
@@ -49,9 +54,14 @@ type settings struct {
 	BurstRate int `json:"pool_order_burst_quiet_rate"`
 	// Targets are what sysbench runs against in every round of a case, in
 	// this order: direct first, then the proxies and peers.
-	Targets    []string `json:"targets"`
-	Peers      []peer   `json:"peers,omitempty"`
-	ResultsDir string   `json:"-"`
+	Targets []string `json:"targets"`
+	Peers   []peer   `json:"peers,omitempty"`
+	// ProxySQLUp is the ProxySQL anchor's up.sh (-proxysql-up,
+	// PROXYSQL_UP), "" when none is built; ProxySQLBin the binary it
+	// runs (PROXYSQL_BIN, "" for up.sh's default).
+	ProxySQLUp  string `json:"proxysql_up,omitempty"`
+	ProxySQLBin string `json:"proxysql_bin,omitempty"`
+	ResultsDir  string `json:"-"`
 }
 
 // Built-in targets. Peers add their own names.
@@ -70,7 +80,7 @@ const (
 // where io_uring works; knownTargets may be given.
 var (
 	builtinTargets = []string{targetDirect, targetHAProxy, targetGorelay, targetGateway}
-	knownTargets   = append(slices.Clone(builtinTargets), targetGatewayLoop)
+	knownTargets   = append(slices.Clone(builtinTargets), targetGatewayLoop, targetProxySQL)
 )
 
 // peer is an external endpoint the user runs (a ProxySQL, ...), which must
@@ -287,6 +297,10 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	if rounds, err = envInt("BENCH_ROUNDS", rounds); err != nil {
 		errs = append(errs, err)
 	}
+	warmup, err := envWarmup(getenv("BENCH_WARMUP"))
+	if err != nil {
+		errs = append(errs, err)
+	}
 	tables, err := envInt("BENCH_TABLES", 4)
 	if err != nil {
 		errs = append(errs, err)
@@ -320,6 +334,7 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	fs := flag.NewFlagSet("sbbench", flag.ContinueOnError)
 	fs.BoolVar(&s.Quick, "quick", quick, "short run: point_select and read_write, 8 threads, no multiplexing or replica-read cases (env BENCH_QUICK=1)")
 	fs.IntVar(&s.Seconds, "time", seconds, "seconds per sysbench run (env BENCH_TIME; 20, quick 8)")
+	fs.IntVar(&s.Warmup, "warmup", warmup, "seconds of unmeasured sysbench per target before each case's first round; 0 for none (env BENCH_WARMUP)")
 	fs.IntVar(&s.Rounds, "rounds", rounds, "rounds per case; each round runs every target once, direct first (env BENCH_ROUNDS)")
 	fs.IntVar(&s.Tables, "tables", tables, "sysbench tables (env BENCH_TABLES)")
 	fs.IntVar(&s.TableSize, "table-size", tableSize, "rows per table (env BENCH_TABLE_SIZE; 100000, quick 10000)")
@@ -335,6 +350,8 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 		"default direct,haproxy,gorelay,gateway, gateway-loop where io_uring works, and every peer (env BENCH_TARGETS)")
 	peers := fs.String("peers", getenv("BENCH_PEERS"), "external endpoints forwarding to the benchmark's primary, as name=[user:password@]host:port[#pid],...; "+
 		"credentials default to gateway:secret, #pid measures that process's CPU (env BENCH_PEERS)")
+	pxUp := fs.String("proxysql-up", getenv("PROXYSQL_UP"), "the ProxySQL anchor's up.sh (../shared/anchors/proxysql): ProxySQL runs as the proxysql target, in front of the primary (env PROXYSQL_UP)")
+	fs.StringVar(&s.ProxySQLBin, "proxysql-bin", getenv("PROXYSQL_BIN"), "the proxysql binary up.sh starts; default bin/proxysql beside up.sh (env PROXYSQL_BIN)")
 	fs.StringVar(&s.ResultsDir, "results", "results", "parent of the results/<timestamp> directory")
 	if err := fs.Parse(args); err != nil {
 		return s, err
@@ -342,8 +359,8 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	if fs.NArg() > 0 {
 		return s, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if s.Seconds < 1 || s.Rounds < 1 || s.Tables < 1 || s.TableSize < 1 {
-		return s, errors.New("-time, -rounds, -tables and -table-size must be positive")
+	if s.Warmup < 0 || s.Seconds < 1 || s.Rounds < 1 || s.Tables < 1 || s.TableSize < 1 {
+		return s, errors.New("-time, -rounds, -tables and -table-size must be positive, -warmup not negative")
 	}
 	if s.Rate < 0 {
 		return s, errors.New("-rate must not be negative")
@@ -357,10 +374,38 @@ func parseSettings(args []string, getenv func(string) string) (settings, error) 
 	if s.Peers, err = parsePeers(*peers); err != nil {
 		return s, fmt.Errorf("-peers: %w", err)
 	}
-	if s.Targets, err = parseTargets(*targets, s.Peers, ioUring()); err != nil {
-		return s, fmt.Errorf("-targets: %w", err)
+	return s, s.setTargets(*targets, *pxUp)
+}
+
+// envWarmup reads BENCH_WARMUP: seconds, 0 for none, 5 when unset.
+func envWarmup(v string) (int, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 5, nil
 	}
-	return s, nil
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("BENCH_WARMUP=%q: want seconds, 0 for none", v)
+	}
+	return n, nil
+}
+
+// setTargets resolves the ProxySQL anchor's up.sh (pxUp) and -targets
+// (targets) into s. A peer named proxysql replaces the anchor's ProxySQL.
+func (s *settings) setTargets(targets, pxUp string) error {
+	s.ProxySQLUp = proxySQLScript(pxUp, s.ProxySQLBin)
+	peerPX := slices.ContainsFunc(s.Peers, func(p peer) bool { return p.Name == targetProxySQL })
+	if peerPX {
+		s.ProxySQLUp = ""
+	}
+	var err error
+	if s.Targets, err = parseTargets(targets, s.Peers, ioUring(), s.ProxySQLUp != ""); err != nil {
+		return fmt.Errorf("-targets: %w", err)
+	}
+	if slices.Contains(s.Targets, targetProxySQL) && s.ProxySQLUp == "" && !peerPX {
+		return fmt.Errorf("-targets: %s", proxySQLAbsent)
+	}
+	return nil
 }
 
 var peerName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
@@ -378,7 +423,7 @@ func parsePeers(v string) ([]peer, error) {
 		if !ok || !peerName.MatchString(name) {
 			return nil, fmt.Errorf("%q: want name=[user:password@]host:port[#pid], the name of letters, digits, _ and -", item)
 		}
-		if slices.Contains(knownTargets, name) || slices.ContainsFunc(out, func(p peer) bool { return p.Name == name }) {
+		if (name != targetProxySQL && slices.Contains(knownTargets, name)) || slices.ContainsFunc(out, func(p peer) bool { return p.Name == name }) {
 			return nil, fmt.Errorf("%q: the name %s is taken", item, name)
 		}
 		p := peer{Name: name, User: "gateway", Password: "secret"}
@@ -411,14 +456,18 @@ func parsePeers(v string) ([]peer, error) {
 }
 
 // parseTargets reads -targets; empty means the built-in targets (and
-// gateway-loop with loops: io_uring works here) and every peer. direct
-// always runs, first: the ratios are to it.
-func parseTargets(v string, peers []peer, loops bool) ([]string, error) {
+// gateway-loop with loops: io_uring works here; proxysql with proxysql: a
+// ProxySQL build is configured) and every peer. direct always runs,
+// first: the ratios are to it.
+func parseTargets(v string, peers []peer, loops, proxysql bool) ([]string, error) {
 	var names []string
 	if strings.TrimSpace(v) == "" {
 		names = slices.Clone(builtinTargets)
 		if loops {
 			names = append(names, targetGatewayLoop)
+		}
+		if proxysql {
+			names = append(names, targetProxySQL)
 		}
 		for _, p := range peers {
 			names = append(names, p.Name)
@@ -433,7 +482,7 @@ func parseTargets(v string, peers []peer, loops bool) ([]string, error) {
 			continue
 		}
 		if !slices.Contains(knownTargets, n) && !slices.ContainsFunc(peers, func(p peer) bool { return p.Name == n }) {
-			return nil, fmt.Errorf("unknown target %q: want direct, haproxy, gorelay, gateway, gateway-loop or a name from -peers", n)
+			return nil, fmt.Errorf("unknown target %q: want direct, haproxy, gorelay, gateway, gateway-loop, proxysql or a name from -peers", n)
 		}
 		out = append(out, n)
 	}
@@ -582,7 +631,11 @@ type bench struct {
 	replicating bool
 	// proxies are the processes sbbench runs in front of MariaDB, by
 	// name: gateway-main, gateway-mux, gateway-replicas, haproxy, gorelay.
-	proxies  map[string]*proxyProc
+	proxies map[string]*proxyProc
+	pxsql   *proxySQL // the proxysql target; nil without it
+	// perf: proxies' system calls are counted with perf (perfEvent);
+	// without it, /proc/PID/io's read/write-family calls only.
+	perf     bool
 	haproxy  string // binary
 	runs     []runResult
 	prepareS float64
@@ -668,7 +721,13 @@ func (b *bench) main(ctx context.Context) (err error) {
 				}
 			}
 		}
+		if serr := b.pxsql.stop(); serr != nil {
+			b.warn(serr)
+		}
 	}()
+	if err := b.startProxySQL(ctx); err != nil {
+		return err
+	}
 
 	if err := b.waitPeers(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -689,6 +748,9 @@ func (b *bench) main(ctx context.Context) (err error) {
 			if ctx.Err() != nil {
 				return nil
 			}
+			return err
+		}
+		if err := b.warmUp(ctx, c); err != nil {
 			return err
 		}
 		rounds := c.rounds(b.s.Rounds)
@@ -728,6 +790,33 @@ func (b *bench) main(ctx context.Context) (err error) {
 			}
 		}
 	}
+	return nil
+}
+
+// warmUp runs sysbench for s.Warmup seconds against every target of c,
+// unmeasured (round 0, its output kept as ...-r0.txt), before c's first
+// round. Not for the cases that measure a transition (pool order) or
+// count server events over a run (hot rows, consolidation).
+func (b *bench) warmUp(ctx context.Context, c benchCase) error {
+	if b.s.Warmup == 0 || c.PoolOrderBurst || c.HotRows || c.HotReads {
+		return nil
+	}
+	seconds := b.s.Seconds
+	b.s.Seconds = b.s.Warmup
+	defer func() { b.s.Seconds = seconds }()
+	for _, tgt := range c.Targets {
+		if ctx.Err() != nil {
+			return nil
+		}
+		r, err := b.runOne(ctx, c, tgt, 0, 0)
+		if err != nil {
+			return err
+		}
+		if !r.OK && !r.Interrupted {
+			logf("    warm-up of %s failed: %s", tgt, r.brief())
+		}
+	}
+	logf("case %s: warmed up (%ds per target, not recorded)", c.Name, b.s.Warmup)
 	return nil
 }
 
@@ -914,6 +1003,9 @@ func (b *bench) collectEnv() {
 	if b.haproxy != "" {
 		b.env["haproxy"], _, _ = strings.Cut(out(b.haproxy, "-v"), "\n")
 	}
+	if b.s.ProxySQLUp != "" && slices.Contains(b.s.Targets, targetProxySQL) {
+		b.env["proxysql"] = out(proxySQLBin(&proxySQL{up: b.s.ProxySQLUp, bin: b.s.ProxySQLBin}), "-V")
+	}
 	b.env["go"] = runtime.Version()
 	b.env["cpus"] = strconv.Itoa(runtime.NumCPU())
 	b.env["kernel"] = out("uname", "-sr")
@@ -928,6 +1020,7 @@ func (b *bench) collectEnv() {
 	if m := regexp.MustCompile(`(?m)^model name\s*:\s*(.+)$`).FindSubmatch([]byte(readFile("/proc/cpuinfo"))); m != nil {
 		b.env["cpu_model"] = string(m[1])
 	}
+	b.countSyscalls()
 	b.env["mariadbd_flags"] = strings.Join(mariadbArgs, " ")
 	b.env["topology"] = "primary (binary log on, row format, GTID) + one replica (GTID replication, read_only, no binary log); " +
 		"replication runs only for the replica-read cases; haproxy and gorelay forward to the primary; every gateway lists both"
@@ -1117,6 +1210,10 @@ func (b *bench) runOne(ctx context.Context, c benchCase, tgt string, round, runN
 		dst = target{addr: g.addr, user: g.user, password: g.pwd}
 		proxyPID = g.pid()
 	default:
+		if tgt == targetProxySQL && b.pxsql != nil {
+			dst, proxyPID = b.pxsql.target(), b.pxsql.pidNo
+			break
+		}
 		i := slices.IndexFunc(b.s.Peers, func(p peer) bool { return p.Name == tgt })
 		if i < 0 {
 			return r, fmt.Errorf("unknown target %q", tgt)
@@ -1150,7 +1247,8 @@ func (b *bench) runOne(ctx context.Context, c benchCase, tgt string, round, runN
 	if c.ReplicaReads {
 		replicaPID = b.replica.PID()
 	}
-	sample := func() cpuSample { return takeSample(mariadbPID, replicaPID, proxyPID) }
+	sample, endSample := b.sampler(mariadbPID, replicaPID, proxyPID)
+	defer endSample()
 
 	var extra []string
 	if c.SkipTrx {
@@ -1270,6 +1368,13 @@ func (b *bench) record(r *runResult, sr *sbRun, hard time.Duration, g *proxyProc
 		r.MachineCPUS, r.MachineCPUPer1kQ = perQ(sr.end.machine - sr.begin.machine)
 		if proxyPID > 0 {
 			r.ProxyCPUS, r.ProxyCPUPer1kQ = perQ(sr.end.proxy - sr.begin.proxy)
+		}
+		q := float64(r.Queries)
+		if a, z := sr.begin, sr.end; a.sysOK && z.sysOK {
+			r.ProxySyscallsPerQ = ptr(float64(z.sys-a.sys) / q)
+		}
+		if a, z := sr.begin.proxyIO, sr.end.proxyIO; a.ok && z.ok {
+			r.ProxyCtxSwPerQ = ptr(float64(z.CtxSwitches-a.CtxSwitches) / q)
 		}
 		if replicaPID > 0 {
 			r.ReplicaCPUS, r.ReplicaCPUPer1kQ = perQ(sr.end.replica - sr.begin.replica)

@@ -75,6 +75,52 @@ func parseStatCPU(b []byte) (int64, error) {
 	return utime + stime, nil
 }
 
+// procCounts are a process's system calls (syscr + syscw of /proc/PID/io:
+// read-like and write-like calls, which on a proxy are nearly all of them)
+// and context switches (voluntary + nonvoluntary of every thread's
+// /proc/PID/task/TID/status; /proc/PID/status counts the main thread only).
+type procCounts struct {
+	Syscalls, CtxSwitches int64
+	ok                    bool
+}
+
+// readProcCounts reads pid's procCounts. Threads that have ended take their
+// context switches with them; the proxies here keep theirs.
+func readProcCounts(pid int) (procCounts, error) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	b, err := os.ReadFile(dir + "/io")
+	if err != nil {
+		return procCounts{}, err
+	}
+	var c procCounts
+	c.Syscalls = fieldSum(b, "syscr:", "syscw:")
+	tasks, err := os.ReadDir(dir + "/task")
+	if err != nil {
+		return procCounts{}, err
+	}
+	for _, t := range tasks {
+		if st, err := os.ReadFile(dir + "/task/" + t.Name() + "/status"); err == nil {
+			c.CtxSwitches += fieldSum(st, "voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")
+		}
+	}
+	c.ok = true
+	return c, nil
+}
+
+// fieldSum adds the numbers after the given "key:" line prefixes of b.
+func fieldSum(b []byte, keys ...string) int64 {
+	var n int64
+	for _, line := range strings.Split(string(b), "\n") {
+		for _, k := range keys {
+			if rest, ok := strings.CutPrefix(line, k); ok {
+				v, _ := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+				n += v
+			}
+		}
+	}
+	return n
+}
+
 // machineBusyTicks returns the busy time of all CPUs since boot, in clock
 // ticks: the "cpu" line of /proc/stat.
 func machineBusyTicks() (int64, error) {

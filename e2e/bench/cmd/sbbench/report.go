@@ -63,9 +63,15 @@ type runResult struct {
 	ReplicaCPUPer1kQ *float64 `json:"replica_mariadbd_cpu_s_per_1k_queries,omitempty"`
 	ProxyCPUS        *float64 `json:"proxy_cpu_s,omitempty"`
 	ProxyCPUPer1kQ   *float64 `json:"proxy_cpu_s_per_1k_queries,omitempty"`
-	MachineCPUS      *float64 `json:"machine_cpu_s"`
-	MachineCPUPer1kQ *float64 `json:"machine_cpu_s_per_1k_queries"`
-	CPUNote          string   `json:"cpu_note,omitempty"`
+	// ProxySyscallsPerQ and ProxyCtxSwPerQ are the proxy's system calls
+	// (perf's raw_syscalls:sys_enter; without perf, /proc/PID/io
+	// syscr+syscw: read/write calls only) and context switches (every
+	// thread's voluntary+nonvoluntary) per query over the same window.
+	ProxySyscallsPerQ *float64 `json:"proxy_syscalls_per_query,omitempty"`
+	ProxyCtxSwPerQ    *float64 `json:"proxy_ctx_switches_per_query,omitempty"`
+	MachineCPUS       *float64 `json:"machine_cpu_s"`
+	MachineCPUPer1kQ  *float64 `json:"machine_cpu_s_per_1k_queries"`
+	CPUNote           string   `json:"cpu_note,omitempty"`
 	// ReplicaWaitS is how long the run waited for the gateway's discovery
 	// to put the replica in its read set; ReplicaNote says when it was
 	// not there any more after the run.
@@ -134,6 +140,8 @@ type targetSummary struct {
 	RoundRatios       []float64 `json:"round_ratios"`
 	P95Ms             *float64  `json:"p95_ms"`
 	ProxyUSPerQ       *float64  `json:"proxy_cpu_us_per_query"`
+	ProxySyscallsPerQ *float64  `json:"proxy_syscalls_per_query"`
+	ProxyCtxSwPerQ    *float64  `json:"proxy_ctx_switches_per_query"`
 	MariadbUSPerQ     *float64  `json:"mariadbd_cpu_us_per_query"`
 	MariadbRatio      *float64  `json:"mariadbd_cpu_ratio_to_direct"`
 	ReplicaUSPerQ     *float64  `json:"replica_mariadbd_cpu_us_per_query"`
@@ -173,7 +181,7 @@ func summarize(cases []benchCase, runs []runResult) []targetSummary {
 func summarizeTarget(c benchCase, tgt string, runs []runResult, directByRound map[int]runResult) targetSummary {
 	s := targetSummary{Case: c.Name, Target: tgt, ReplicaReads: c.ReplicaReads}
 	byRound := map[int]runResult{}
-	var qps, p95, proxy, db, replica, machine []float64
+	var qps, p95, proxy, db, replica, machine, sysc, ctxsw []float64
 	us := func(list []float64, per1k *float64) []float64 {
 		if per1k == nil {
 			return list
@@ -198,6 +206,9 @@ func summarizeTarget(c benchCase, tgt string, runs []runResult, directByRound ma
 		qps, p95 = append(qps, r.QPS), append(p95, r.P95Ms)
 		proxy, db = us(proxy, r.ProxyCPUPer1kQ), us(db, r.MariadbCPUPer1kQ)
 		replica, machine = us(replica, r.ReplicaCPUPer1kQ), us(machine, r.MachineCPUPer1kQ)
+		if r.ProxySyscallsPerQ != nil && r.ProxyCtxSwPerQ != nil {
+			sysc, ctxsw = append(sysc, *r.ProxySyscallsPerQ), append(ctxsw, *r.ProxyCtxSwPerQ)
+		}
 		if r.ReplicaNote != "" {
 			s.ReplicaNotes = addFailure(s.ReplicaNotes, r.ReplicaNote)
 		}
@@ -224,6 +235,7 @@ func summarizeTarget(c benchCase, tgt string, runs []runResult, directByRound ma
 	s.QPS, s.Ratio, s.P95Ms = median(qps), median(s.RoundRatios), median(p95)
 	s.ProxyUSPerQ, s.MariadbUSPerQ, s.MariadbRatio = median(proxy), median(db), median(dbRatios)
 	s.ReplicaUSPerQ, s.MachineUSPerQ = median(replica), median(machine)
+	s.ProxySyscallsPerQ, s.ProxyCtxSwPerQ = median(sysc), median(ctxsw)
 	s.Status = status(s)
 	return s
 }
@@ -281,6 +293,8 @@ var columns = []struct {
 	{"×direct", "×direct", false},
 	{"p95 ms", "p95 ms", false},
 	{"proxy µs/q", "proxy µs CPU/query", false},
+	{"sysc/q", "proxy syscalls/query", false},
+	{"cs/q", "proxy context switches/query", false},
 	{"db µs/q", "mariadbd µs CPU/query", false},
 	{"db ×direct", "mariadbd CPU/query ×direct", false},
 	{"rep µs/q", "replica mariadbd µs CPU/query", false},
@@ -292,7 +306,8 @@ var columns = []struct {
 
 const tableLegend = `Targets, each run in every round, in this order: direct = the MariaDB primary; haproxy = HAProxy in TCP mode
 in front of it; gorelay = a minimal Go TCP relay (io.Copy per direction: the floor of a Go proxy); gateway = the
-gateway; gateway-loop = the same gateway with io_loops: 1 (a default target where io_uring works); any other name = a peer given with -peers (an endpoint you run, forwarding to the primary).
+gateway; gateway-loop = the same gateway with io_loops: 1 (a default target where io_uring works); proxysql = ProxySQL
+2.7.1 started by the anchor's up.sh (threads=2, multiplexing on; a default target when PROXYSQL_UP names it); any other name = a peer given with -peers (an endpoint you run, forwarding to the primary).
 ×direct: median over rounds of the target's QPS / direct QPS in the same round (1.00 = as fast as direct).
 p95 ms: sysbench's 95th percentile latency per event. CPU per query, from /proc over sysbench's measured window:
 proxy = the proxy process (haproxy, gorelay, the gateway; a peer only when given with #pid); db = the primary
@@ -302,7 +317,8 @@ machine minus direct's machine is what a target costs the machine per query; gat
 µs/q is what the gateway spends above the floor of a Go relay. errors: sysbench ignored errors, summed.
 db ×direct: median over rounds of the target's db µs/q / direct's in the same round (a target's over haproxy's
 is what it costs MariaDB beyond a relay; read it in the equal-rate case, which runs more rounds).
-gw RSS: gateway VmHWM during the case. Values are medians over the successful runs.
+sysc/q and cs/q: the proxy's system calls (perf's raw_syscalls:sys_enter; without perf /proc/PID/io syscr+syscw,
+read/write calls only) and context switches (voluntary+nonvoluntary, every thread) per query over the same window. gw RSS: gateway VmHWM during the case. Values are medians over the successful runs.
 Every gateway lists the primary and the replica. read_only_replicas cases run direct and the gateway only (a
 relay would forward to the primary and repeat the read_only rows): the gateway uses TWO servers (replica_reads:
 on, reads go to the replica, the primary is the fallback), direct the primary alone; both run sysbench
@@ -316,7 +332,7 @@ func tableRow(s targetSummary) []string {
 	}
 	return []string{
 		s.Case, s.Target, num(s.QPS, 0), num(s.Ratio, 2), num(s.P95Ms, 2),
-		num(s.ProxyUSPerQ, 1), num(s.MariadbUSPerQ, 1), num(s.MariadbRatio, 2), num(s.ReplicaUSPerQ, 1), num(s.MachineUSPerQ, 1),
+		num(s.ProxyUSPerQ, 1), num(s.ProxySyscallsPerQ, 2), num(s.ProxyCtxSwPerQ, 2), num(s.MariadbUSPerQ, 1), num(s.MariadbRatio, 2), num(s.ReplicaUSPerQ, 1), num(s.MachineUSPerQ, 1),
 		errs, num(s.GatewayPeakRSSMiB, 1), s.Status,
 	}
 }
@@ -514,7 +530,11 @@ func markdown(d resultsDoc) string {
 	fmt.Fprintf(&b, "- mode: %s; %d s per run, %s rounds per case, each round running the targets in this order: %s; took %s\n",
 		mode, d.Settings.Seconds, rounds, strings.Join(d.Settings.Targets, ", "), fmtDuration(time.Duration(d.DurationS*float64(time.Second))))
 	fmt.Fprintf(&b, "- data: %d tables x %d rows (prepared in %.1f s)\n", d.Settings.Tables, d.Settings.TableSize, d.PrepareS)
-	for _, k := range []string{"git_commit", "gateway", "haproxy", "mariadbd", "mariadbd_flags", "topology", "sysbench", "go", "cpus", "cpu_model", "kernel"} {
+	if !slices.Contains(d.Settings.Targets, targetProxySQL) {
+		// neither the anchor's build nor a peer of that name
+		fmt.Fprintf(&b, "- %s\n", proxySQLAbsent)
+	}
+	for _, k := range []string{"git_commit", "gateway", "haproxy", "proxysql", "proxy_syscalls", "mariadbd", "mariadbd_flags", "topology", "sysbench", "go", "cpus", "cpu_model", "kernel"} {
 		if v := d.Env[k]; v != "" {
 			fmt.Fprintf(&b, "- %s: `%s`\n", k, v)
 		}
@@ -533,7 +553,7 @@ func markdown(d resultsDoc) string {
 		b.WriteString("## Summary\n\n")
 		b.WriteString("One row per case and target; medians over successful runs. Targets: **direct** is the MariaDB primary; **haproxy** HAProxy in TCP mode ")
 		b.WriteString("in front of it; **gorelay** a minimal Go TCP relay (io.Copy in one goroutine per direction), the floor a Go proxy cannot go below; ")
-		b.WriteString("**gateway** the gateway; **gateway-loop** the gateway with `io_loops: 1`; other names are peers given with `-peers`. ")
+		b.WriteString("**gateway** the gateway; **gateway-loop** the gateway with `io_loops: 1`; **proxysql** ProxySQL from the anchor's up.sh; other names are peers given with `-peers`. ")
 		b.WriteString("**×direct** is the median over rounds of the target's QPS / direct QPS in the same round. ")
 		b.WriteString("CPU columns are µs of CPU time per sysbench query over sysbench's measured window: proxy = the proxy process (utime+stime from /proc/PID/stat; ")
 		b.WriteString("a peer's only when given with its PID), mariadbd = the primary, replica = the replica, machine = the busy time of all CPUs ")

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -416,12 +417,12 @@ func TestTargetsAndPeers(t *testing.T) {
 		{"gorelay,haproxy", true, "direct,gorelay,haproxy"},
 		{"gateway,gateway-loop", false, "direct,gateway,gateway-loop"},
 	} {
-		got, err := parseTargets(tc.flag, peers, tc.loops)
+		got, err := parseTargets(tc.flag, peers, tc.loops, false)
 		if err != nil || strings.Join(got, ",") != tc.want {
 			t.Errorf("parseTargets(%q, io_uring %v) = %v, %v; want %s", tc.flag, tc.loops, got, err, tc.want)
 		}
 	}
-	if _, err := parseTargets("direct,nginx", peers, true); err == nil {
+	if _, err := parseTargets("direct,nginx", peers, true, false); err == nil {
 		t.Error("unknown target: no error")
 	}
 
@@ -640,9 +641,9 @@ func TestSummarize(t *testing.T) {
 	wantAll(t, "table", out.String(), "×direct", "machine µs/q", "0.65", "FAILED: 1/1 runs", "FATAL: boom", "FATAL: no", "point_select ps=auto t=8, gateway:", "gorelay = a minimal Go TCP relay")
 	md := markdown(resultsDoc{Summary: sums, Runs: runs, Env: map[string]string{}, Settings: settings{Targets: c.Targets}})
 	wantAll(t, "markdown", md,
-		"| point_select ps=auto t=8 | direct | 1500 | 1.00 | 2.00 | - | 20.0 | 1.00 | - | 60.0 | 2 | - | FAILED: 1/3 runs |",
-		"| point_select ps=auto t=8 | haproxy | 1800 | 0.93 | 1.10 | 5.0 | 22.0 | 1.10 | - | 60.0 | 0 | - | ok |",
-		"| point_select ps=auto t=8 | gateway | 900 | 0.65 | 3.00 | 10.0 | - | - | - | - | 0 | 30.0 | FAILED: 1/3 runs |",
+		"| point_select ps=auto t=8 | direct | 1500 | 1.00 | 2.00 | - | - | - | 20.0 | 1.00 | - | 60.0 | 2 | - | FAILED: 1/3 runs |",
+		"| point_select ps=auto t=8 | haproxy | 1800 | 0.93 | 1.10 | 5.0 | - | - | 22.0 | 1.10 | - | 60.0 | 0 | - | ok |",
+		"| point_select ps=auto t=8 | gateway | 900 | 0.65 | 3.00 | 10.0 | - | - | - | - | - | - | 0 | 30.0 | FAILED: 1/3 runs |",
 		"| 2 | point_select ps=auto t=8 | haproxy | 1 | 950 | 1.10 | 0 | 4.0 | 22.0 | - | 60.0 | - |",
 		"targets in this order: direct, haproxy, gorelay, gateway, proxysql",
 	)
@@ -764,5 +765,84 @@ func TestRetry(t *testing.T) {
 	err = retry(ctx, time.Minute, time.Millisecond, exited, func(context.Context) error { return errors.New("refused") })
 	if err == nil || !strings.Contains(err.Error(), "exited") || !strings.Contains(err.Error(), "refused") {
 		t.Fatalf("retry with the process gone: %v", err)
+	}
+}
+
+func TestReadProcCounts(t *testing.T) {
+	c, err := readProcCounts(os.Getpid())
+	if err != nil {
+		t.Skipf("no /proc here: %v", err)
+	}
+	if !c.ok || c.Syscalls <= 0 || c.CtxSwitches <= 0 {
+		t.Errorf("readProcCounts(self) = %+v; want positive counts", c)
+	}
+	if n := fieldSum([]byte("syscr: 3\nsyscw: 4\nrchar: 100\n"), "syscr:", "syscw:"); n != 7 {
+		t.Errorf("fieldSum = %d, want 7", n)
+	}
+}
+
+func TestSyscallCounter(t *testing.T) {
+	if n, err := parsePerfCount([]byte("\n1234,,raw_syscalls:sys_enter,5000,100.00,,\n")); err != nil || n != 1234 {
+		t.Errorf("parsePerfCount = %d, %v; want 1234", n, err)
+	}
+	if _, err := parsePerfCount([]byte("<not counted>,,raw_syscalls:sys_enter,0,0.00,,\n")); err == nil {
+		t.Error("parsePerfCount accepted <not counted>")
+	}
+	if !perfWorks() {
+		t.Skip("perf cannot count " + perfEvent + " here")
+	}
+	c := newSyscallCounter(os.Getpid(), true)
+	if _, ok := c.mark(); ok {
+		t.Fatal("the launch sample counts")
+	}
+	if n, ok := c.mark(); !ok || n != 0 {
+		t.Fatalf("window start = %d, %v", n, ok)
+	}
+	for range 100 {
+		_, _ = os.Stat("/")
+	}
+	if n, ok := c.mark(); !ok || n < 100 {
+		t.Errorf("window end = %d, %v; want at least 100 system calls", n, ok)
+	}
+}
+
+// TestProxySQLTarget: proxysql is a default target only with a ProxySQL
+// build (or a peer of that name), and summary.md says when it is absent.
+func TestProxySQLTarget(t *testing.T) {
+	got, err := parseTargets("", nil, false, true)
+	if err != nil || !slices.Contains(got, targetProxySQL) {
+		t.Errorf("with a build: targets %v, %v; want proxysql among them", got, err)
+	}
+	if got, _ := parseTargets("", nil, false, false); slices.Contains(got, targetProxySQL) {
+		t.Errorf("without a build: targets %v include proxysql", got)
+	}
+	env := func(k string) string { return map[string]string{"PROXYSQL_UP": "/nonexistent/up.sh"}[k] }
+	s, err := parseSettings(nil, env)
+	if err != nil || s.ProxySQLUp != "" || slices.Contains(s.Targets, targetProxySQL) {
+		t.Errorf("missing up.sh: %+v, %v; want no proxysql target", s.Targets, err)
+	}
+	if _, err := parseSettings([]string{"-targets", "gateway,proxysql"}, env); err == nil {
+		t.Error("-targets proxysql without a build was accepted")
+	}
+	dir := t.TempDir()
+	up := filepath.Join(dir, "up.sh")
+	if err := os.WriteFile(up, []byte("exit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := proxySQLScript(up, filepath.Join(dir, "bin", "proxysql")); got != "" {
+		t.Errorf("up.sh without its binary: %q, want none", got)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bin", "proxysql"), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := proxySQLScript(up, ""); got != up {
+		t.Errorf("up.sh with bin/proxysql beside it: %q, want %q", got, up)
+	}
+	md := markdown(resultsDoc{Env: map[string]string{}, Settings: settings{Targets: []string{targetDirect}}})
+	if !strings.Contains(md, proxySQLAbsent) {
+		t.Errorf("summary.md lacks %q", proxySQLAbsent)
 	}
 }

@@ -216,6 +216,12 @@ type cpuSample struct {
 	mariadb int64 // clock ticks, the primary
 	replica int64 // clock ticks; 0 when the replica is not measured
 	proxy   int64 // clock ticks; 0 without a measured proxy process
+	// proxyIO are the proxy's read/write calls and context switches so
+	// far (zero when unreadable: not an error, the CPU columns stand
+	// alone); sys its system calls so far when sysOK (see record).
+	proxyIO procCounts
+	sys     int64
+	sysOK   bool
 	machine int64 // clock ticks, busy time of all CPUs (/proc/stat)
 	err     error
 }
@@ -231,6 +237,7 @@ func takeSample(mariadbPID, replicaPID, proxyPID int) cpuSample {
 	}
 	if proxyPID > 0 {
 		s.proxy, err3 = cpuTicks(proxyPID)
+		s.proxyIO, _ = readProcCounts(proxyPID)
 	}
 	s.machine, err4 = machineBusyTicks()
 	s.err = errors.Join(err1, err2, err3, err4)
