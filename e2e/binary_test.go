@@ -32,7 +32,7 @@ func buildGateway(t testing.TB) string {
 		}
 		gatewayBin.dir = dir
 		bin := filepath.Join(dir, "gateway")
-		if out, err := exec.Command("go", "build", "-o", bin, "github.com/directgate/directgate/cmd/gateway").CombinedOutput(); err != nil {
+		if out, err := exec.Command("go", "build", "-pgo=off", "-o", bin, "github.com/directgate/directgate/cmd/gateway").CombinedOutput(); err != nil {
 			gatewayBin.err = fmt.Errorf("go build: %v\n%s", err, out)
 			return
 		}

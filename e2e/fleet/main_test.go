@@ -66,7 +66,7 @@ func run(m *testing.M) (int, error) {
 	}
 	defer os.RemoveAll(dir)
 	e := &env{bin: filepath.Join(dir, "gateway")}
-	if out, err := exec.Command("go", "build", "-o", e.bin, "github.com/directgate/directgate/cmd/gateway").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-pgo=off", "-o", e.bin, "github.com/directgate/directgate/cmd/gateway").CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("go build: %v\n%s", err, out)
 	}
 	if e.etcd, err = etcdtest.Start(ctx); err != nil {
