@@ -245,6 +245,8 @@ type cluster struct {
 	// from the backend the first time a client needs one.
 	collMu     sync.Mutex
 	collations map[byte]string
+	// dbChecks remembers the databases logins found (loginwait.go).
+	dbChecks grantCache
 
 	// greeting of the first connection, for the version and collation
 	// the gateway announces.
