@@ -116,6 +116,9 @@ type backend struct {
 	// killers are the connections set aside for KILL QUERY, by account
 	// (kill.go); guarded by mu.
 	killers map[poolKey]*killer
+	// live are the pools' open connections, cut when discovery finds the
+	// backend unreachable (silentcut.go).
+	live liveConns
 }
 
 // pool returns the backend's pool of the cluster's account for clients
@@ -609,6 +612,7 @@ func (c *cluster) dial(ctx context.Context, be *backend, k poolKey) (*backendCon
 		return nil, &dialError{addr: be.addr, cluster: cfg.Name, user: user, err: err}
 	}
 	c.greeting.CompareAndSwap(nil, bc.Greeting)
+	be.live.add(conn)
 	return conn, nil
 }
 
@@ -743,6 +747,7 @@ func (bc *backendConn) relaxTimeouts() error {
 // Close closes the connection; its pool calls it (the connection's owner
 // then). Its statements leave the backend's books.
 func (bc *backendConn) Close() error {
+	bc.untrack()
 	bc.forgetStmts()
 	return bc.BackendConn.Close()
 }
@@ -751,6 +756,7 @@ func (bc *backendConn) Close() error {
 // first, so that the server counts no aborted client and logs no
 // warning. Its pool calls it (pools.Quitter).
 func (bc *backendConn) Quit() error {
+	bc.untrack()
 	bc.forgetStmts()
 	return bc.BackendConn.Quit()
 }
