@@ -25,16 +25,17 @@ type outcome struct {
 
 // TestSilentBackendMidStatement: the link from the gateway to MariaDB
 // goes silent (no data either way, no reset) while a read and a write are
-// running: each client gets an error within silentBound (never a hang),
-// the write ran at most once, and once the link is back the gateway
-// serves on fresh connections.
+// running and a transaction is open: each client gets an error within
+// silentBound (never a hang), the write ran at most once, the
+// transaction's COMMIT fails and its change is not there, and once the
+// link is back the gateway serves on fresh connections.
 func TestSilentBackendMidStatement(t *testing.T) {
 	needStack(t)
 	root := rootDB(t)
 	if _, err := root.Exec("CREATE TABLE IF NOT EXISTS silent (id INT PRIMARY KEY, n INT NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := root.Exec("REPLACE INTO silent VALUES (1, 0)"); err != nil {
+	if _, err := root.Exec("REPLACE INTO silent VALUES (1, 0), (2, 0)"); err != nil {
 		t.Fatal(err)
 	}
 	l := link(t, "gateway-mariadb")
@@ -59,12 +60,28 @@ func TestSilentBackendMidStatement(t *testing.T) {
 			mu.Unlock()
 		})
 	}
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec("UPDATE silent SET n = n + 10 WHERE id = 2"); err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(300 * time.Millisecond) // both on the backend
 	for _, dir := range []faultproxy.Direction{faultproxy.Down, faultproxy.Up} {
 		if err := l.Silence(dir); err != nil {
 			t.Fatal(err)
 		}
 	}
+	wg.Go(func() {
+		time.Sleep(100 * time.Millisecond)
+		start := time.Now()
+		err := tx.Commit()
+		mu.Lock()
+		outs = append(outs, outcome{"commit", err, time.Since(start)})
+		mu.Unlock()
+	})
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
@@ -87,7 +104,23 @@ func TestSilentBackendMidStatement(t *testing.T) {
 	if err := root.QueryRow("SELECT n FROM silent WHERE id = 1").Scan(&n); err != nil || n > 1 {
 		t.Fatalf("the write ran %d times (%v): more than once", n, err)
 	}
+	// The transaction's connection to MariaDB closes once the link is back
+	// (the gateway closed its end): MariaDB rolls it back.
+	waitFor(t, "the transaction to be rolled back", func() bool {
+		var m int
+		return root.QueryRow("SELECT n FROM silent WHERE id = 2 LOCK IN SHARE MODE").Scan(&m) == nil && m == 0
+	})
 	t.Logf("serving again %v after the link came back", waitServes(t, db).Round(time.Millisecond))
+}
+
+// waitFor polls cond every 50 ms for up to 30 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+	}
 }
 
 // waitServes waits until statements through db succeed again (discovery
