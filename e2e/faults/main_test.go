@@ -102,6 +102,13 @@ func logLevel() string {
 // has the backends addrs (fault proxies), with pool and health settings.
 func startGateway(t *testing.T, name, pool, health string, addrs ...string) *gateway.Server {
 	t.Helper()
+	return startGatewayWith(t, name, pool, health, "", addrs...)
+}
+
+// startGatewayWith is startGateway with more lines for cluster main
+// (indented as its keys), such as an owner address.
+func startGatewayWith(t *testing.T, name, pool, health, more string, addrs ...string) *gateway.Server {
+	t.Helper()
 	quoted := ""
 	for i, a := range addrs {
 		if i > 0 {
@@ -122,7 +129,7 @@ clusters:
     backend_password: %s
     backends: [%s]
     pool: %s
-`, logLevel(), health, appUser, appPass, backendUser, backendPass, quoted, pool)
+%s`, logLevel(), health, appUser, appPass, backendUser, backendPass, quoted, pool, more)
 	cfg, err := config.Parse([]byte(yaml))
 	if err != nil {
 		t.Fatal(err)
