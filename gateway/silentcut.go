@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"net"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -23,7 +25,13 @@ import (
 //
 // Only discovery's own verdict cuts: a backend not serving while its last
 // probe reached it (a failure the query path reported, awaiting rise
-// probes) keeps its statements.
+// probes) keeps its statements. And the verdict is confirmed first: the
+// cutter opens a connection of its own and waits up to silentConfirm for
+// the server's first byte (its greeting). A probe that timed out only
+// because this machine was starved of CPU (TestConnectionBudget on a
+// loaded 2-core VM did that) is answered then, and nothing is cut. (The
+// server counts that connection, closed after the greeting, as one
+// aborted connect: once per outage.)
 
 // liveConns is the set of a backend's open connections.
 type liveConns struct {
@@ -74,14 +82,16 @@ func (bc *backendConn) untrack() {
 // silentCutter follows discovery's snapshots and cuts the connections of
 // backends that stop answering probes.
 type silentCutter struct {
-	group *safego.Group
+	// timeout is health.timeout.
+	timeout time.Duration
+	group   *safego.Group
 	stop  chan struct{}
 	once  sync.Once
 }
 
 // startSilentCutter starts the cutter (Serve).
 func (s *Server) startSilentCutter() {
-	c := &silentCutter{group: safego.New(s.log), stop: make(chan struct{})}
+	c := &silentCutter{timeout: s.cfg.Health.Timeout, group: safego.New(s.log), stop: make(chan struct{})}
 	if s.health == nil || !s.cutter.CompareAndSwap(nil, c) {
 		return
 	}
@@ -109,6 +119,10 @@ func (c *silentCutter) run(h *healthcheck.Observer, clusters map[string]*cluster
 				switch {
 				case unreachable && !cutFor[addr]:
 					cutFor[addr] = true
+					if answers(addr, silentConfirm(c.timeout)) {
+						log.Info("backend unreachable by discovery but it answered a connection: nothing cut", "backend", addr, "reason", v.Reason)
+						continue
+					}
 					if n := be.live.cut(); n > 0 {
 						log.Warn("backend unreachable by discovery: its connections are cut, statements on them fail", "backend", addr, "connections", n, "reason", v.Reason)
 					}
@@ -123,4 +137,24 @@ func (c *silentCutter) run(h *healthcheck.Observer, clusters map[string]*cluster
 			return
 		}
 	}
+}
+
+// silentConfirm is how long the cutter waits for a backend's greeting
+// before it believes discovery: twice health.timeout, at least 2 s.
+func silentConfirm(probeTimeout time.Duration) time.Duration {
+	return max(2*probeTimeout, 2*time.Second)
+}
+
+// answers reports whether the server at addr sends a first byte on a new
+// connection within d.
+func answers(addr string, d time.Duration) bool {
+	nc, err := net.DialTimeout("tcp", addr, d)
+	if err != nil {
+		return false
+	}
+	defer nc.Close()
+	_ = nc.SetReadDeadline(time.Now().Add(d))
+	var b [1]byte
+	n, _ := nc.Read(b[:])
+	return n == 1
 }
