@@ -85,8 +85,8 @@ type silentCutter struct {
 	// timeout is health.timeout.
 	timeout time.Duration
 	group   *safego.Group
-	stop  chan struct{}
-	once  sync.Once
+	stop    chan struct{}
+	once    sync.Once
 }
 
 // startSilentCutter starts the cutter (Serve).
