@@ -19,9 +19,9 @@
 #          time with the server's state restored in between; prints the pass counts side
 #          by side and fails below 95 % of the direct passes (e2e/compat/run.sh; installs
 #          mariadb-test with apt when missing, as root). COMPAT_ARGS passes options
-#   faults the fault-injection suite (e2e/faults, issue 35): every scenario, with the long
-#          ones that make test skips (go test -faults.all); FAULTS_RUN narrows it (a -run regexp)
-#   soak   build, then two gateways, an owner pair, sysbench and an owner workload while
+#   faults the fault-injection suite alone (e2e/faults, issue 35; make test runs it too),
+#          verbose, with each scenario's figures; FAULTS_RUN narrows it (a -run regexp)
+#   soak   two gateways, an owner, sysbench and an owner workload while
 #          faults fire at random for SOAK_DURATION (default 30m): e2e/faults TestSoak;
 #          reports failures per fault kind, invariants, RSS/goroutines/connections
 #   clean  remove bin/ (stops nothing; .local/ keeps the local stack's data)
@@ -110,11 +110,11 @@ fuzz:
 	if [ -n "$$failed" ]; then echo "fuzz: failures in:$$failed (inputs saved under testdata/fuzz/; divergences in difffuzz.log)"; exit 1; fi
 
 faults:
-	e2e/local/deps.sh --with-etcd
-	$(GO) test -count=1 -timeout 30m -v -run '$(FAULTS_RUN)' ./e2e/faults -faults.all
+	e2e/local/deps.sh
+	$(GO) test -count=1 -timeout 30m -v -run '$(FAULTS_RUN)' ./e2e/faults
 
-soak: build
-	e2e/local/deps.sh --with-sysbench --with-etcd
+soak:
+	e2e/local/deps.sh --with-sysbench
 	$(GO) test -count=1 -timeout 0 -v -run '^TestSoak$$' ./e2e/faults -soak.duration $(SOAK_DURATION)
 
 compat: build

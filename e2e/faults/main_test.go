@@ -1,7 +1,7 @@
 // Package faults is issue 35's fault-injection suite: real MariaDB,
 // gateways in the test process, and a fault proxy (e2e/faultproxy) on
-// the link under test. The quick scenarios run in make test; the long
-// ones only with -faults.all (make faults).
+// the link under test. Its scenarios are quick and run in make test too;
+// TestSoak runs only with -soak.duration (make soak).
 package faults
 
 import (
@@ -27,9 +27,6 @@ const (
 	appUser, appPass         = "app", "app pw"
 	testDB                   = "faults"
 )
-
-// all runs the long scenarios too (make faults).
-var all = flag.Bool("faults.all", false, "run the long fault scenarios too (make faults)")
 
 // primary is the MariaDB every scenario uses.
 var primary *mariadbtest.Server
@@ -79,15 +76,6 @@ func needStack(t *testing.T) {
 	if primary == nil {
 		t.Skip("starts mariadbd; skipped in -short mode")
 	}
-}
-
-// long skips a scenario of make faults in make test.
-func long(t *testing.T) {
-	t.Helper()
-	if !*all {
-		t.Skip("a long fault scenario: make faults (go test -faults.all)")
-	}
-	needStack(t)
 }
 
 // logLevel is the gateways' log level: E2E_LOG, default warn.
