@@ -19,8 +19,8 @@
 #          time with the server's state restored in between; prints the pass counts side
 #          by side and fails below 95 % of the direct passes (e2e/compat/run.sh; installs
 #          mariadb-test with apt when missing, as root). COMPAT_ARGS passes options
-#   faults the fault-injection suite alone (e2e/faults, issue 35; make test runs it too),
-#          verbose, with each scenario's figures; FAULTS_RUN narrows it (a -run regexp)
+#   faults the fault-injection suite (e2e/faults, issue 35), verbose, with the long scenarios
+#          make test skips (go test -faults.long); FAULTS_RUN narrows it (a -run regexp)
 #   soak   two gateways, an owner, sysbench and an owner workload while
 #          faults fire at random for SOAK_DURATION (default 30m): e2e/faults TestSoak;
 #          reports failures per fault kind, invariants, RSS/goroutines/connections
@@ -111,7 +111,7 @@ fuzz:
 
 faults:
 	e2e/local/deps.sh
-	$(GO) test -count=1 -timeout 30m -v -run '$(FAULTS_RUN)' ./e2e/faults
+	$(GO) test -count=1 -timeout 30m -v -run '$(FAULTS_RUN)' ./e2e/faults -faults.long
 
 soak:
 	e2e/local/deps.sh --with-sysbench

@@ -1,7 +1,8 @@
 // Package faults is issue 35's fault-injection suite: real MariaDB,
 // gateways in the test process, and a fault proxy (e2e/faultproxy) on
-// the link under test. Its scenarios are quick and run in make test too;
-// TestSoak runs only with -soak.duration (make soak).
+// the link under test. The quick scenarios run in make test too; the
+// long ones only with -faults.long (make faults), TestSoak only with
+// -soak.duration (make soak).
 package faults
 
 import (
@@ -27,6 +28,9 @@ const (
 	appUser, appPass         = "app", "app pw"
 	testDB                   = "faults"
 )
+
+// longRuns runs the long scenarios too (make faults).
+var longRuns = flag.Bool("faults.long", false, "run the long fault scenarios too (make faults)")
 
 // primary is the MariaDB every scenario uses.
 var primary *mariadbtest.Server
@@ -76,6 +80,15 @@ func needStack(t *testing.T) {
 	if primary == nil {
 		t.Skip("starts mariadbd; skipped in -short mode")
 	}
+}
+
+// long skips a scenario of make faults in make test.
+func long(t *testing.T) {
+	t.Helper()
+	if !*longRuns {
+		t.Skip("a long fault scenario: make faults (go test -faults.long)")
+	}
+	needStack(t)
 }
 
 // logLevel is the gateways' log level: E2E_LOG, default warn.
@@ -129,15 +142,22 @@ clusters:
 	if err := srv.Listen(); err != nil {
 		t.Fatal(err)
 	}
+	serveUntilCleanup(t, srv.Serve, srv.Shutdown)
+	return srv
+}
+
+// serveUntilCleanup runs serve on a goroutine until the test ends, then
+// shuts it down (10 s at most) and waits for serve to return.
+func serveUntilCleanup(t *testing.T, serve func() error, shutdown func(context.Context) error) {
+	t.Helper()
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve() }()
+	go func() { done <- serve() }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(ctx)
+		_ = shutdown(ctx)
 		<-done
 	})
-	return srv
 }
 
 // open opens a client pool to the gateway at addr, database testDB.

@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"context"
 	"database/sql"
 	"flag"
 	"fmt"
@@ -17,11 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
-	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/e2e/faultproxy"
-	"github.com/directgate/directgate/owner"
 )
 
 // soakDuration runs TestSoak (make soak sets it; 0 skips).
@@ -121,34 +116,7 @@ func startSoakStack(t *testing.T) soakStack {
 	t.Helper()
 	var st soakStack
 	ownerLink := link(t, "owner-mariadb")
-	cfg, err := config.Parse(fmt.Appendf(nil, `
-users: [{user: %s, password: %q}]
-health: {interval: 200ms, timeout: 500ms}
-clusters:
-  - name: main
-    backend_user: %s
-    backend_password: %q
-    backends: [%q]
-    owner: 127.0.0.1:0
-`, appUser, appPass, backendUser, backendPass, ownerLink.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := owner.New(cfg, "main", hclog.New(&hclog.LoggerOptions{Name: "owner", Level: hclog.LevelFromString(logLevel()), Output: os.Stderr}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- o.Serve() }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = o.Shutdown(ctx)
-		<-served
-	})
+	o := startOwner(t, ownerLink)
 	st.links = append(st.links, ownerLink)
 	for i := range 2 {
 		db := link(t, fmt.Sprintf("gateway%d-mariadb", i+1))
