@@ -19,6 +19,11 @@
 #          time with the server's state restored in between; prints the pass counts side
 #          by side and fails below 95 % of the direct passes (e2e/compat/run.sh; installs
 #          mariadb-test with apt when missing, as root). COMPAT_ARGS passes options
+#   faults the fault-injection suite (e2e/faults, issue 35), verbose, with the long scenarios
+#          make test skips (go test -faults.long); FAULTS_RUN narrows it (a -run regexp)
+#   soak   two gateways, an owner, sysbench and an owner workload while
+#          faults fire at random for SOAK_DURATION (default 30m): e2e/faults TestSoak;
+#          reports failures per fault kind, invariants, RSS/goroutines/connections
 #   clean  remove bin/ (stops nothing; .local/ keeps the local stack's data)
 
 GO ?= go
@@ -27,8 +32,10 @@ FUZZTIME ?= 30s
 TEST_FUZZTIME ?= 3000x
 DIFFFUZZ_SCRIPTS ?= 1000
 FUZZ_PKGS ?= ./wire ./querypath
+FAULTS_RUN ?= .
+SOAK_DURATION ?= 30m
 
-.PHONY: build run run-fleet test lint clean bench bench-memory fuzz compat pgo
+.PHONY: build run run-fleet test lint clean bench bench-memory fuzz compat pgo faults soak
 
 build:
 	$(GO) build -o bin/gateway ./cmd/gateway
@@ -122,6 +129,14 @@ fuzz:
 		printf '%-4s %-12s %-30s %10s scripts %4ss (log: difffuzz.log)\n' $$status ./e2e/difffuzz TestDifferential $(DIFFFUZZ_SCRIPTS) $$(( $$(date +%s) - start )); \
 	fi; \
 	if [ -n "$$failed" ]; then echo "fuzz: failures in:$$failed (inputs saved under testdata/fuzz/; divergences in difffuzz.log)"; exit 1; fi
+
+faults:
+	e2e/local/deps.sh
+	$(GO) test -count=1 -timeout 30m -v -run '$(FAULTS_RUN)' ./e2e/faults -faults.long
+
+soak:
+	e2e/local/deps.sh --with-sysbench
+	$(GO) test -count=1 -timeout 0 -v -run '^TestSoak$$' ./e2e/faults -soak.duration $(SOAK_DURATION)
 
 compat: build
 	e2e/local/deps.sh --with-mariadb-test

@@ -337,7 +337,7 @@ var errMovedBusy = errors.New("the owner no longer leads and did not answer in t
 // fails); the returned function ends the watch.
 func (f *Forwarder) bound(t *target, c *conn) (stop func() bool) {
 	if f.cfg.Leader == nil {
-		return func() bool { return true } // a fixed owner never moves
+		return f.boundFixed(c) // a fixed owner never moves
 	}
 	return context.AfterFunc(t.ctx, func() { _ = c.NetConn().SetDeadline(time.Now().Add(f.cfg.Timeout)) })
 }
@@ -733,8 +733,8 @@ func (f *Forwarder) refresh() error {
 		kinds[k] = v
 	}
 	nc := l.Conn().NetConn()
-	_ = nc.SetDeadline(time.Now().Add(refreshTimeout))
 	stop := f.bound(t, l.Conn())
+	_ = nc.SetDeadline(time.Now().Add(refreshTimeout)) // after bound: this one holds
 	err = l.Conn().QueryRows("SHOW OWNER TABLES", func(row [][]byte) {
 		if len(row) < 3 {
 			return

@@ -28,7 +28,8 @@ var errUserLimit = errors.New("user connection limit reached")
 func (ss *Session) handshake() error {
 	// ss.nc is the socket: its deadlines also bound the TLS handshake and
 	// every read and write over TLS.
-	_ = ss.nc.SetDeadline(time.Now().Add(ss.srv.cfg.HandshakeTimeout))
+	start := time.Now()
+	_ = ss.nc.SetDeadline(start.Add(ss.srv.cfg.HandshakeTimeout))
 	defer ss.nc.SetDeadline(time.Time{})
 	salt, err := wire.NewSalt()
 	if err != nil {
@@ -91,7 +92,10 @@ func (ss *Session) handshake() error {
 		return e
 	}
 	if resp.Database != "" {
-		if err := ss.connectDB(resp.Database); err != nil {
+		restore := ss.boundLoginWaits(start) // loginwait.go
+		err := ss.loginDB(resp.Database)
+		restore()
+		if err != nil {
 			ss.writeErr(toClientError(err))
 			return err
 		}

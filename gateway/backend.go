@@ -118,6 +118,9 @@ type backend struct {
 	// killers are the connections set aside for KILL QUERY, by account
 	// (kill.go); guarded by mu.
 	killers map[poolKey]*killer
+	// live are the pools' open connections, cut when discovery finds the
+	// backend unreachable (silentcut.go).
+	live liveConns
 }
 
 // pool returns the backend's pool of the cluster's account for clients
@@ -247,6 +250,8 @@ type cluster struct {
 	// from the backend the first time a client needs one.
 	collMu     sync.Mutex
 	collations map[byte]string
+	// dbChecks remembers the databases logins found (loginwait.go).
+	dbChecks grantCache
 
 	// greeting of the first connection, for the version and collation
 	// the gateway announces.
@@ -608,6 +613,7 @@ func (c *cluster) dial(ctx context.Context, be *backend, k poolKey) (*backendCon
 		return nil, &dialError{addr: be.addr, cluster: cfg.Name, user: user, err: err}
 	}
 	c.greeting.CompareAndSwap(nil, bc.Greeting)
+	be.live.add(conn)
 	return conn, nil
 }
 
@@ -742,6 +748,7 @@ func (bc *backendConn) relaxTimeouts() error {
 // Close closes the connection; its pool calls it (the connection's owner
 // then). Its statements leave the backend's books.
 func (bc *backendConn) Close() error {
+	bc.untrack()
 	bc.forgetStmts()
 	return bc.BackendConn.Close()
 }
@@ -750,6 +757,7 @@ func (bc *backendConn) Close() error {
 // first, so that the server counts no aborted client and logs no
 // warning. Its pool calls it (pools.Quitter).
 func (bc *backendConn) Quit() error {
+	bc.untrack()
 	bc.forgetStmts()
 	return bc.BackendConn.Quit()
 }

@@ -40,9 +40,12 @@ func toClientError(err error) *wire.SQLError {
 	var splitBrain *splitBrainError
 	var ownerErr *forward.OwnerError
 	var share *shareError
+	var loginWait *loginWaitError
 	switch {
 	case errors.Is(err, errQueryKilled):
 		return wire.NewError(1317, "70100", "Query execution was interrupted")
+	case errors.As(err, &loginWait):
+		return wire.NewError(mysqlserver.ErConCount, "08004", "Too many connections: %v", err)
 	case errors.As(err, &share):
 		return wire.NewError(mysqlserver.ErConCount, "08004", "Too many connections: %s", share.Error())
 	case errors.As(err, &ownerErr):

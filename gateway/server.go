@@ -55,6 +55,9 @@ type Server struct {
 	front *mysqlserver.Server
 	// group holds the goroutines sessions start besides their own.
 	group *safego.Group
+	// cutter cuts the connections of backends discovery finds
+	// unreachable (silentcut.go).
+	cutter atomic.Pointer[silentCutter]
 	// loops run the sessions with io_loops (loop.go); nil: goroutines.
 	// Set by Serve, read by scrapes.
 	loops atomic.Pointer[[]*ioloop.Loop]
@@ -367,6 +370,7 @@ func (s *Server) Serve() error {
 	}
 	s.learnGreeting()
 	s.startLoops()
+	s.startSilentCutter()
 	s.log.Info("accepting MySQL clients", "addr", s.Addr().String(), "server_version", s.serverVersion())
 	return s.front.Serve()
 }
@@ -464,6 +468,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 func (s *Server) closeClusters() {
 	s.stopStatusSampler()
+	s.stopSilentCutter()
 	if s.health != nil {
 		s.health.Close()
 	}

@@ -204,7 +204,14 @@ func (conn *backendConn) rememberStmt(key connStmtKey, id uint32) {
 		conn.stmts = map[connStmtKey]*connStmt{}
 	}
 	conn.useClock++
-	if _, ok := conn.stmts[key]; !ok && conn.be != nil {
+	if prev, ok := conn.stmts[key]; ok && prev.id != id {
+		// The same text prepared again on conn (a client's
+		// COM_STMT_PREPARE always runs on the backend): the older copy
+		// is closed, or every prepare would leave one on the server until
+		// max_prepared_stmt_count refuses everyone (found by make soak).
+		// A failed send leaves conn broken for its next command.
+		_ = conn.SendNoReply(wire.AppendStmtCommand(nil, wire.ComStmtClose, prev.id))
+	} else if !ok && conn.be != nil {
 		conn.be.stmts.Add(1)
 	}
 	conn.stmts[key] = &connStmt{id: id, lastUse: conn.useClock}

@@ -37,6 +37,9 @@ type primary struct {
 	// not know the setting (MySQL).
 	fenced        bool
 	noIdleTimeout atomic.Bool
+	// fence creates the fence table the reservations of a fenced owner
+	// check (fence.go).
+	fence fenceSetup
 
 	mu     sync.Mutex
 	byDB   map[string]*sql.DB
@@ -139,8 +142,15 @@ func (p *primary) close() error {
 // owner hands out nothing from it (its lapsed term answers 1290).
 const reservationIdleTimeout = 2
 
-// reserveBlock implements blockStore for the sequence table t.
-func (p *primary) reserveBlock(ctx context.Context, t *table, plan func(nextID, cache int64) (int64, error)) (err error) {
+// reserveBlock implements blockStore for the sequence table t in
+// leadership term; a fenced owner's reservation is refused by MariaDB
+// when a newer term has reserved (fence.go).
+func (p *primary) reserveBlock(ctx context.Context, t *table, term uint64, plan func(nextID, cache int64) (int64, error)) (err error) {
+	if p.fenced {
+		if err := p.fence.ensure(ctx, p.db); err != nil {
+			return err
+		}
+	}
 	tx, err := p.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -158,6 +168,11 @@ func (p *primary) reserveBlock(ctx context.Context, t *table, plan func(nextID, 
 			err = nil
 		}
 		if err != nil {
+			return err
+		}
+	}
+	if p.fenced {
+		if err = checkFence(ctx, tx, t, term); err != nil {
 			return err
 		}
 	}
@@ -184,10 +199,11 @@ func (p *primary) reserveBlock(ctx context.Context, t *table, plan func(nextID, 
 
 // tableBlocks binds a sequence table to a primary, as a blockStore.
 type tableBlocks struct {
-	p *primary
-	t *table
+	p    *primary
+	t    *table
+	term uint64
 }
 
 func (b tableBlocks) reserveBlock(ctx context.Context, plan func(nextID, cache int64) (int64, error)) error {
-	return b.p.reserveBlock(ctx, b.t, plan)
+	return b.p.reserveBlock(ctx, b.t, b.term, plan)
 }

@@ -359,7 +359,7 @@ func (ss *session) nextValues(ctx context.Context, t *table, n int64, term uint6
 	if err != nil {
 		return ss.writeErr(ss.o.toSQLError(err, t, ""))
 	}
-	v, err := t.seq.nextValues(ctx, blockGen{primary: p.gen, term: term}, tableBlocks{p: p, t: t}, n)
+	v, err := t.seq.nextValues(ctx, blockGen{primary: p.gen, term: term}, tableBlocks{p: p, t: t, term: term}, n)
 	if !ss.o.stillLeading(term) {
 		// Nothing goes out of a lapsed term, whatever became of the
 		// reservation (MariaDB may have ended a paused owner's
