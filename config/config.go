@@ -99,6 +99,9 @@ type Config struct {
 	// Auth configures client logins: the greeting's auth plugin and the
 	// RSA key of caching_sha2_password.
 	Auth Auth `yaml:"auth"`
+	// MariaDBAccounts lets MariaDB's own accounts log in (off by
+	// default; see MariaDBAccounts).
+	MariaDBAccounts MariaDBAccounts `yaml:"mariadb_accounts"`
 	// Topology says where clusters and users come from: this file (the
 	// default) or etcd (topology.etcd), for a fleet of gateways.
 	Topology TopologySource `yaml:"topology"`
@@ -630,6 +633,7 @@ func (c *Config) ApplyDefaults() {
 	if c.TwoPC.LogCluster == "" && len(c.Clusters) > 0 {
 		c.TwoPC.LogCluster = c.Clusters[0].Name
 	}
+	c.MariaDBAccounts.applyDefaults(c.Clusters)
 	if c.TwoPC.ResolveAfter == 0 {
 		c.TwoPC.ResolveAfter = 10 * time.Second
 	}
@@ -959,8 +963,8 @@ func (c *Config) Validate() error {
 			bad(k+".pool.dial_timeout", "must not be negative")
 		}
 	}
-	if len(c.Users) == 0 && !pending {
-		bad("users", "at least one user is required")
+	if len(c.Users) == 0 && !pending && !c.MariaDBAccounts.Enabled {
+		bad("users", "at least one user is required (or mariadb_accounts.enabled)")
 	}
 	users := map[string]bool{}
 	for i, u := range c.Users {
@@ -995,6 +999,7 @@ func (c *Config) Validate() error {
 	if c.TwoPC.ResolveAfter < 0 {
 		bad("twopc.resolve_after", "must be positive")
 	}
+	c.MariaDBAccounts.validate(c.Clusters, bad)
 	for i, u := range c.Users {
 		if u.TransactionMode != TxnTwoPC || c.FromEtcd() {
 			continue

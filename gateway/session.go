@@ -52,6 +52,9 @@ type Session struct {
 	connWait  connWaiter
 	user      config.User
 	cluster   *cluster
+	// account is set while the session runs as a MariaDB account
+	// (mariadb_accounts), not a users[] entry.
+	account *accountLogin
 	// hotHeld are the hot-row slots the session's transaction holds
 	// (hotrow.go), given back when the transaction ends.
 	hotHeld []hotHold
@@ -598,6 +601,9 @@ func (ss *Session) comQuery(p []byte) error {
 	}
 	if route.ImplicitCommit && changesGrants(sql) {
 		defer ss.grantsChanged()
+	}
+	if route.ImplicitCommit {
+		defer ss.accountChange(sql)()
 	}
 	if c := ss.cluster; c != nil {
 		if conf := c.conf.Load(); conf.Consolidation.Enabled {
@@ -1665,6 +1671,9 @@ func (ss *Session) comResetConnection() error {
 // CLIENT_FOUND_ROWS. A user whose account is the cluster's shares the
 // cluster account's pools.
 func (ss *Session) poolKey() poolKey {
+	if k, ok := ss.accountKey(); ok {
+		return k
+	}
 	k := poolKey{foundRows: ss.caps&wire.CapFoundRows != 0}
 	if u := ss.user.BackendUser; u != "" {
 		if conf := ss.cluster.conf.Load(); u != conf.BackendUser || ss.user.BackendPassword != conf.BackendPassword {

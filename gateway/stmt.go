@@ -393,6 +393,9 @@ func (ss *Session) comStmtExecute(p []byte) error {
 		st.resetLongData(ss)
 		return ss.writeErr(e)
 	}
+	if st.route.ImplicitCommit {
+		defer ss.accountChange(st.sql)()
+	}
 	if ss.cluster != nil && bool(ss.cluster.conf.Load().Consolidation.Enabled) && mayWrite(st.route) {
 		// Prepared reads are not consolidated; their writes count
 		// (consolidation.go).
