@@ -149,11 +149,12 @@ func (c *Cache) Current(user, host string, v uint64) bool {
 	return false
 }
 
-// stale reports an account change since the last load began.
+// stale reports an account change since the last load began, or one
+// under way (its answer may have reached a client that logs in now).
 func (c *Cache) stale() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return !c.loaded || c.loadGen != c.gen.Load()
+	return !c.loaded || c.loadGen != c.gen.Load() || c.changing.Load() > 0
 }
 
 // reload reads the rows again. miss asks for a load after a login matched

@@ -397,3 +397,13 @@ func (ss *Session) leaveLogin(acct *accountLogin) {
 		ss.srv.accts.pools.Leave(acct.key, time.Now())
 	}
 }
+
+// privKey names an account in the cache of grants (privileges.go): its
+// user name, and for a MariaDB account its row and version too, so that
+// an account dropped and created again, or granted more, is read anew.
+func privKey(k poolKey) string {
+	if k.version == 0 {
+		return k.user
+	}
+	return fmt.Sprintf("%s@%s#%x", k.user, k.host, k.version)
+}

@@ -600,6 +600,9 @@ func (ss *Session) comQuery(p []byte) error {
 		defer ss.cluster.forgetKeys()
 	}
 	if route.ImplicitCommit && changesGrants(sql) {
+		// Before too: a login that reads grants once the answer went
+		// out, before the deferred forget, must not keep the old ones.
+		ss.srv.privs.forget()
 		defer ss.grantsChanged()
 	}
 	if route.ImplicitCommit {

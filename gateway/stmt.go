@@ -395,6 +395,10 @@ func (ss *Session) comStmtExecute(p []byte) error {
 	}
 	if st.route.ImplicitCommit {
 		defer ss.accountChange(st.sql)()
+		if changesGrants(st.sql) { // as comQuery
+			ss.srv.privs.forget()
+			defer ss.grantsChanged()
+		}
 	}
 	if ss.cluster != nil && bool(ss.cluster.conf.Load().Consolidation.Enabled) && mayWrite(st.route) {
 		// Prepared reads are not consolidated; their writes count

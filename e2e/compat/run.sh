@@ -145,7 +145,8 @@ restore() {
 # The gateway: mtr logs in as root (no password), and its tests open more
 # connections as root; root runs as MariaDB's root (its grants decide
 # PROCESS and KILL, issue 37), on a small pool so that sessions share
-# connections.
+# connections. The accounts tests create (CREATE USER foo@localhost) log
+# in as MariaDB's own accounts (mariadb_accounts, read by dgcompat).
 cat >"$work/gateway.yaml" <<EOF
 listen: 127.0.0.1:$gwport
 http_listen: "off"
@@ -158,6 +159,7 @@ clusters:
     backend_user: dgcompat
     backends: ["127.0.0.1:$dbport"]
     pool: {size: 8, min_idle: 1, acquire_timeout: 10s}
+mariadb_accounts: {enabled: true}
 EOF
 "$top/bin/gateway" serve --config "$work/gateway.yaml" >"$work/gateway.log" 2>&1 &
 pids+=($!)
