@@ -73,15 +73,16 @@ func New(conf Config, load Loader, log hclog.Logger) *Cache {
 func (c *Cache) SetConfig(conf Config) { c.conf.Store(&conf) }
 
 // Run loads the accounts every Refresh and whenever nudged, while
-// enabled, calling after after each load, until stop is closed.
+// enabled, and calls after each time (enabled or not), until stop is
+// closed.
 func (c *Cache) Run(stop <-chan struct{}, after func()) {
 	for {
 		if c.conf.Load().Enabled {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			_ = c.reload(ctx, false)
 			cancel()
-			after()
 		}
+		after()
 		t := time.NewTimer(c.conf.Load().Refresh)
 		select {
 		case <-stop:

@@ -1,0 +1,58 @@
+package accounts
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+// rowsLoader answers Query with the rows of *rows (user, host, auth,
+// access) and counts the loads.
+func rowsLoader(rows *[][4]string, loads *int) Loader {
+	return func(_ context.Context, query string, fn func([][]byte)) error {
+		*loads++
+		if !strings.HasPrefix(query, Query) {
+			panic(query)
+		}
+		for _, r := range *rows {
+			fn([][]byte{[]byte(r[0]), []byte(r[1]), []byte(NativePassword), []byte(r[2]), []byte(r[3]), []byte("false"), nil, []byte("0")})
+		}
+		return nil
+	}
+}
+
+func TestCacheLookup(t *testing.T) {
+	rows := [][4]string{{"a", "%", "", "0"}}
+	loads := 0
+	c := New(Config{Enabled: true, Refresh: 1e9, MaxAccounts: 2}, rowsLoader(&rows, &loads), nil)
+	lo := netip.MustParseAddr("127.0.0.1")
+	ctx := context.Background()
+	r, ok, err := c.Lookup(ctx, "a", lo)
+	if err != nil || !ok || r.Name() != "'a'@'%'" || loads != 1 {
+		t.Fatalf("first lookup: %v %v %v, %d loads", r.Name(), ok, err, loads)
+	}
+	v := r.Version
+	// An account created outside: a miss reads again, at most once a
+	// second.
+	rows = append(rows, [4]string{"b", "%", "", "0"})
+	if _, ok, _ := c.Lookup(ctx, "b", lo); ok || loads != 1 {
+		t.Fatalf("a miss right after a load read again (%d loads) or found b", loads)
+	}
+	// Through the gateway: the next login reads again.
+	done := c.Changing()
+	rows[0][3] = "32" // a global grant
+	done()
+	if _, ok, _ := c.Lookup(ctx, "b", lo); !ok || loads != 2 {
+		t.Fatalf("after a change: b found %v, %d loads", ok, loads)
+	}
+	if c.Current("a", "%", v) {
+		t.Error("a grant left the account's version as it was")
+	}
+	// max_accounts: the third row is not loaded.
+	rows = append(rows, [4]string{"c", "%", "", "0"})
+	c.Changing()()
+	if _, ok, _ := c.Lookup(ctx, "c", lo); ok {
+		t.Error("a row past max_accounts was loaded")
+	}
+}
