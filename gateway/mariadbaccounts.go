@@ -352,13 +352,17 @@ func (ss *Session) accountChange(sql string) func() {
 // changesAccounts reports whether sql, a statement that commits
 // implicitly, may change an account, its password or its global grants:
 // CREATE/DROP/RENAME/ALTER USER, CREATE/DROP ROLE, GRANT, REVOKE, SET
-// PASSWORD, FLUSH.
+// PASSWORD, FLUSH PRIVILEGES (not other FLUSHes: a read of the accounts
+// would show in TABLE_STATISTICS after FLUSH TABLE_STATISTICS, make
+// compat's main.subselect).
 func changesAccounts(sql string) bool {
 	b := unsafe.Slice(unsafe.StringData(sql), len(sql))
 	w, rest := firstWord(b)
 	switch {
-	case eqFold(w, "GRANT"), eqFold(w, "REVOKE"), eqFold(w, "FLUSH"):
+	case eqFold(w, "GRANT"), eqFold(w, "REVOKE"):
 		return true
+	case eqFold(w, "FLUSH"):
+		return flushesPrivileges(rest)
 	case eqFold(w, "SET"):
 		w2, _ := firstWord(rest)
 		return eqFold(w2, "PASSWORD")
@@ -369,6 +373,22 @@ func changesAccounts(sql string) bool {
 			w2, _ = firstWord(rest3)
 		}
 		return eqFold(w2, "USER") || eqFold(w2, "ROLE")
+	}
+	return false
+}
+
+// flushesPrivileges reports whether the options of a FLUSH (rest, after
+// the keyword) name PRIVILEGES.
+func flushesPrivileges(rest []byte) bool {
+	for len(rest) > 0 {
+		var w []byte
+		w, rest = firstWord(rest)
+		if eqFold(w, "PRIVILEGES") {
+			return true
+		}
+		if len(w) == 0 && len(rest) > 0 {
+			rest = rest[1:] // a comma, an underscore
+		}
 	}
 	return false
 }
