@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/directgate/directgate/config"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -153,4 +154,35 @@ func TestMariaDBAccountsKill(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the query was not killed")
 	}
+}
+
+// TestMariaDBAccountsReload: mariadb_accounts turns on and off with a
+// reload (SIGHUP).
+func TestMariaDBAccountsReload(t *testing.T) {
+	backendAccount(t, "dgaccts", "dgaccts-pw")
+	base := clusterYAML(0, "dgaccts", "dgaccts-pw", "{size: 4, min_idle: 1}")
+	srv := startTestGateway(t, "accounts-reload", base)
+	addr := srv.Addr().String()
+	mustExec(t, rootDB(t), "DROP USER IF EXISTS ma_rl@'127.0.0.1'", "CREATE USER ma_rl@'127.0.0.1'", "GRANT SELECT ON e2e.* TO ma_rl@'127.0.0.1'")
+	t.Cleanup(func() { _, _ = direct(t).Exec("DROP USER IF EXISTS ma_rl@'127.0.0.1'") })
+	_, err := accountLogin(t, addr, "ma_rl", "")
+	sqlErr(t, err, 1045, "28000")
+	reload := func(yaml string) {
+		t.Helper()
+		cfg, err := config.Parse([]byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The listener's port stays; the file's 0 is not applied.
+		if err := srv.Reload(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reload(base + "mariadb_accounts: {enabled: true}\n")
+	if cu, err := accountLogin(t, addr, "ma_rl", ""); err != nil || cu != "ma_rl@127.0.0.1" {
+		t.Fatalf("after turning it on: %q %v", cu, err)
+	}
+	reload(base)
+	_, err = accountLogin(t, addr, "ma_rl", "")
+	sqlErr(t, err, 1045, "28000")
 }
