@@ -281,8 +281,8 @@ func (ss *Session) switchToNative() ([]byte, error) {
 	return ss.client.ReadPacket()
 }
 
-// tryAccount takes and gives back a connection of account pool k on the
-// primary of cluster: a new one is dialed, and checked, when none is idle.
+// tryAccount makes sure account pool k on the primary of cluster logs in:
+// it has a connection (each was checked at dial), or one is dialed now.
 func (s *Server) tryAccount(ctx context.Context, cluster string, k poolKey) error {
 	c := s.clusters[cluster]
 	cs := s.health.Snapshot().Cluster(cluster)
@@ -292,6 +292,9 @@ func (s *Server) tryAccount(ctx context.Context, cluster string, k poolKey) erro
 	p, err := c.backend(cs.Primary).poolFor(k)
 	if err != nil {
 		return err
+	}
+	if p.Stat().Open > 0 {
+		return nil // dialed and checked already: no wait for one
 	}
 	l, err := p.Acquire(ctx)
 	if err != nil {
