@@ -93,21 +93,30 @@ func (s *Server) stopMDBAccounts() {
 	a.group.Wait()
 }
 
+// accountsBackend is where the accounts of cluster are read and checked:
+// its primary, or while it has none (read_only turned on, a failover) a
+// serving replica, which has the same accounts when they replicate.
+func (s *Server) accountsBackend(cluster string) (*backend, error) {
+	c := s.clusters[cluster]
+	cs := s.health.Snapshot().Cluster(cluster)
+	if c == nil || cs == nil {
+		return nil, fmt.Errorf("no cluster %q", cluster)
+	}
+	for _, addr := range append([]string{cs.Primary}, cs.Replicas...) {
+		if be := c.backend(addr); addr != "" && be != nil {
+			return be, nil
+		}
+	}
+	return nil, fmt.Errorf("cluster %s has no serving backend", cluster)
+}
+
 // loadAccounts runs the cache's query on the primary of
-// mariadb_accounts.cluster with the cluster's backend account.
+// mariadb_accounts.cluster (accountsBackend) with the cluster's backend
+// account.
 func (s *Server) loadAccounts(ctx context.Context, query string, fn func([][]byte)) error {
-	name := s.accts.conf.Load().Cluster
-	c := s.clusters[name]
-	if c == nil {
-		return fmt.Errorf("no cluster %q", name)
-	}
-	cs := s.health.Snapshot().Cluster(name)
-	if cs == nil || cs.Primary == "" {
-		return fmt.Errorf("cluster %s has no primary", name)
-	}
-	be := c.backend(cs.Primary)
-	if be == nil {
-		return fmt.Errorf("cluster %s has no primary", name)
+	be, err := s.accountsBackend(s.accts.conf.Load().Cluster)
+	if err != nil {
+		return err
 	}
 	p, err := be.pool(false)
 	if err != nil {
@@ -281,15 +290,15 @@ func (ss *Session) switchToNative() ([]byte, error) {
 	return ss.client.ReadPacket()
 }
 
-// tryAccount makes sure account pool k on the primary of cluster logs in:
+// tryAccount makes sure account pool k on the primary of cluster (or a
+// replica: accountsBackend) logs in:
 // it has a connection (each was checked at dial), or one is dialed now.
 func (s *Server) tryAccount(ctx context.Context, cluster string, k poolKey) error {
-	c := s.clusters[cluster]
-	cs := s.health.Snapshot().Cluster(cluster)
-	if c == nil || cs == nil || cs.Primary == "" || c.backend(cs.Primary) == nil {
-		return fmt.Errorf("cluster %s has no primary to log in to", cluster)
+	be, err := s.accountsBackend(cluster)
+	if err != nil {
+		return err
 	}
-	p, err := c.backend(cs.Primary).poolFor(k)
+	p, err := be.poolFor(k)
 	if err != nil {
 		return err
 	}
