@@ -88,11 +88,12 @@ type poolKey struct {
 	foundRows      bool
 	// For a MariaDB account (mariadb_accounts): hashed says password is
 	// SHA1(password) (mysql_native_password's stage 1), host is the
-	// account row's Host and version its version (accounts.Row). Version
-	// 0: not such an account.
-	hashed  bool
-	host    string
-	version uint64
+	// account row's Host and version its version (accounts.Row); anon
+	// says the row is the anonymous account (''), not user's. Version 0:
+	// not such an account.
+	hashed, anon bool
+	host         string
+	version      uint64
 }
 
 // backend is one backend server of a cluster: its pools and the load the

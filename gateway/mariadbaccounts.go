@@ -142,7 +142,7 @@ func (s *Server) sweepAccountPools() {
 			return true // users[]' accounts: pruneUserPools
 		}
 		k.foundRows = false
-		return used(k) && a.cache.Current(k.user, k.host, k.version)
+		return used(k) && a.cache.Current(k.rowUser(), k.host, k.version)
 	}
 	for _, name := range s.clusterNames {
 		for _, be := range *s.clusters[name].backends.Load() {
@@ -247,7 +247,7 @@ func (ss *Session) loginAccount(name, plugin string, answer []byte) (config.User
 // connection for the same row (checkAccountHost, at dial).
 func (ss *Session) admitAccount(name string, row accounts.Row, stage1 []byte, denied *wire.SQLError) (config.User, *accountLogin, *wire.SQLError, error) {
 	conf := ss.srv.accts.conf.Load()
-	acct := &accountLogin{key: poolKey{user: name, password: string(stage1), hashed: stage1 != nil, host: row.Host, version: row.Version}}
+	acct := &accountLogin{key: poolKey{user: name, password: string(stage1), hashed: stage1 != nil, anon: row.User == "", host: row.Host, version: row.Version}}
 	if !ss.srv.accts.pools.Enter(acct.key, conf.MaxPools) {
 		ss.log.Warn("login refused: every one of mariadb_accounts.max_pools account pools has sessions", "account", row.Name(), "max_pools", conf.MaxPools)
 		return config.User{}, nil, wire.NewError(mysqlserver.ErConCount, "08004", "Too many connections"), nil
@@ -336,10 +336,19 @@ func checkAccountHost(conn *backendConn, k poolKey) error {
 	if err != nil {
 		return err
 	}
-	if want := k.user + "@" + k.host; got != want {
+	if want := k.rowUser() + "@" + k.host; got != want {
 		return &accountHostError{want: want, got: got}
 	}
 	return nil
+}
+
+// rowUser is the User of the account row of a MariaDB account's pool:
+// the login's name, or "" for the anonymous account.
+func (k poolKey) rowUser() string {
+	if k.anon {
+		return ""
+	}
+	return k.user
 }
 
 // yesNo is MariaDB's "using password" word.
