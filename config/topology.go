@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/directgate/directgate/queryrules"
 	"gopkg.in/yaml.v3"
 )
 
@@ -132,6 +133,9 @@ func (e *Etcd) validate(k string, bad func(key, format string, args ...any)) {
 type Topology struct {
 	Clusters []Cluster `yaml:"clusters"`
 	Users    []User    `yaml:"users"`
+	// QueryRules, when the document has the key, replace the file's
+	// query_rules: the fleet's rules travel with its topology.
+	QueryRules *[]queryrules.Spec `yaml:"query_rules"`
 }
 
 // ParseTopology decodes a topology document, rejecting unknown keys. It
@@ -161,6 +165,9 @@ func (c *Config) WithTopology(data []byte) (*Config, error) {
 	}
 	n := *c
 	n.Clusters, n.Users, n.FileTopologyIgnored = t.Clusters, t.Users, false
+	if t.QueryRules != nil {
+		n.QueryRules = *t.QueryRules
+	}
 	if err := n.resolveSecretsOf(false); err != nil {
 		return nil, err
 	}

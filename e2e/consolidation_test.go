@@ -13,6 +13,7 @@ import (
 
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/gateway"
+	"github.com/directgate/directgate/protect"
 	"github.com/directgate/directgate/wire"
 )
 
@@ -59,13 +60,13 @@ func consolTable(t *testing.T, n, pad int) {
 }
 
 // consolTotals returns the cluster's consolidation row.
-func consolTotals(srv *gateway.Server) gateway.ProtectionRow {
+func consolTotals(srv *gateway.Server) protect.Row {
 	for _, r := range srv.Protections() {
 		if r.Protection == "consolidation" && r.Scope == "*" {
 			return r
 		}
 	}
-	return gateway.ProtectionRow{}
+	return protect.Row{}
 }
 
 // lockTable holds LOCK TABLES consol WRITE on a direct connection and

@@ -12,6 +12,7 @@ import (
 
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/gateway"
+	"github.com/directgate/directgate/protect"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -69,13 +70,13 @@ func rowLockWaits(t *testing.T) int64 {
 }
 
 // hotRowTotals returns the cluster-wide hot_row counters.
-func hotRowTotals(srv *gateway.Server) gateway.ProtectionRow {
+func hotRowTotals(srv *gateway.Server) protect.Row {
 	for _, r := range srv.Protections() {
 		if r.Protection == "hot_row" && r.Scope == "*" {
 			return r
 		}
 	}
-	return gateway.ProtectionRow{}
+	return protect.Row{}
 }
 
 // contend runs n transactions at once, each updating row 1 and holding

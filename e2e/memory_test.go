@@ -37,7 +37,7 @@ func rssKiB(t testing.TB, pid int) int64 {
 // BenchmarkIdleClientMemory measures the gateway's resident memory with
 // many idle client connections (logged in, no statement running), and its
 // peak with 1,000 of them busy for 3 s on a pool of 8 backend connections,
-// for the budget in the README. The gateway runs as its own process (not
+// for the budget in docs/operations.md#memory. The gateway runs as its own process (not
 // built with -race). A measurement, not a speed: it runs once whatever
 // b.N is; run it with -benchtime 1x:
 //

@@ -13,6 +13,7 @@ import (
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/gateway"
 	"github.com/directgate/directgate/healthcheck"
+	"github.com/directgate/directgate/protect"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -47,13 +48,13 @@ func shedReload(t *testing.T, srv *gateway.Server, shedding string, poolSize int
 }
 
 // shedTotals returns the cluster row of the shedding protection.
-func shedTotals(srv *gateway.Server) gateway.ProtectionRow {
+func shedTotals(srv *gateway.Server) protect.Row {
 	for _, r := range srv.Protections() {
 		if r.Protection == "shedding" && r.Scope == "*" {
 			return r
 		}
 	}
-	return gateway.ProtectionRow{}
+	return protect.Row{}
 }
 
 // lockWaiters counts the statements of the backend waiting for a row of
@@ -170,7 +171,7 @@ func shedCount(t *testing.T, conn *sql.Conn, n int, query string, arg any, want 
 
 // shownProtections returns the rows of protection that SHOW GATEWAY
 // PROTECTIONS lists to an admin of srv.
-func shownProtections(t *testing.T, srv *gateway.Server, protection string) []gateway.ProtectionRow {
+func shownProtections(t *testing.T, srv *gateway.Server, protection string) []protect.Row {
 	t.Helper()
 	adm := open(t, dsnFor(srv.Addr().String(), adminUser, adminPass))
 	rows, err := adm.Query("SHOW GATEWAY PROTECTIONS")
@@ -178,9 +179,9 @@ func shownProtections(t *testing.T, srv *gateway.Server, protection string) []ga
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	var out []gateway.ProtectionRow
+	var out []protect.Row
 	for rows.Next() {
-		var r gateway.ProtectionRow
+		var r protect.Row
 		if err := rows.Scan(&r.Protection, &r.Cluster, &r.Scope, &r.Mode, &r.Active, &r.Total, &r.Refused, &r.RefusedWait,
 			&r.DryRun, &r.DryRunRefused, &r.Rate, &r.RefusedRate, &r.Detail); err != nil {
 			t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/directgate/directgate/e2e/mariadbtest"
 	"github.com/directgate/directgate/gateway"
 	"github.com/directgate/directgate/healthcheck"
+	"github.com/directgate/directgate/protect"
 )
 
 // Transaction throttling tests: a primary and one replica, whose lag is
@@ -145,13 +146,13 @@ func (tp *throttlePair) startSQLThread(t *testing.T, srv *gateway.Server) {
 }
 
 // throttleTotals returns the cluster's throttle row.
-func throttleTotals(srv *gateway.Server) gateway.ProtectionRow {
+func throttleTotals(srv *gateway.Server) protect.Row {
 	for _, r := range srv.Protections() {
 		if r.Protection == "throttle" && r.Scope == "*" {
 			return r
 		}
 	}
-	return gateway.ProtectionRow{}
+	return protect.Row{}
 }
 
 // While the replica lags, new write transactions (an autocommit write,

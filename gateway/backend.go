@@ -15,6 +15,8 @@ import (
 	"github.com/directgate/directgate/forward"
 	"github.com/directgate/directgate/healthcheck"
 	"github.com/directgate/directgate/pools"
+	"github.com/directgate/directgate/protect"
+	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
 	"github.com/hashicorp/go-hclog"
 )
@@ -274,23 +276,22 @@ type cluster struct {
 	// (lower case), for hot-row protection (hotrow.go).
 	keyMu sync.Mutex
 	keys  map[string]map[string]bool
-	// hot is the cluster's hot-row protection.
-	hot hotRows
-	// thr is the cluster's transaction throttling (throttle.go).
-	thr throttle
-	// shed is the cluster's load shedding (shedding.go).
-	shed shedding
-	// consol is the cluster's query consolidation.
-	consol consolidator
+	// guards are the cluster's protections (protections.go); thr and
+	// consol two of them the gateway also reads directly.
+	guards *protect.Set
+	thr    *protect.Throttle
+	consol *protect.Consolidation[consolKey]
 }
 
 // newCluster builds the cluster of cfg; fleet says its connection cap is
 // shared by a fleet of gateways (see cluster.fleetBudget); leader, when
 // not nil, is where its owner is (owners elected in etcd, no owner
-// address).
-func newCluster(cfg config.Cluster, log hclog.Logger, refresh time.Duration, fleet bool, leader forward.Leader) (*cluster, error) {
+// address); classify finds the row a statement writes, for hot-row
+// protection.
+func newCluster(cfg config.Cluster, log hclog.Logger, refresh time.Duration, fleet bool, leader forward.Leader, classify func(string) (querypath.RowWrite, bool)) (*cluster, error) {
 	c := &cluster{name: cfg.Name, log: log, fleetBudget: fleet}
 	c.conf.Store(&cfg)
+	c.newProtections(classify)
 	bt, err := loadBackendTLS(cfg)
 	if err != nil {
 		return nil, err

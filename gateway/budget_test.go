@@ -27,7 +27,7 @@ clusters:
 	}
 	s := &Server{clusters: map[string]*cluster{}}
 	for _, cc := range cfg.Clusters {
-		c, err := newCluster(cc, hclog.NewNullLogger(), time.Second, true, nil)
+		c, err := newCluster(cc, hclog.NewNullLogger(), time.Second, true, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ func twoClusterSession(t *testing.T) *Session {
 	billing := &cluster{name: "billing", log: srv.log}
 	bconf := config.Cluster{Name: "billing", Databases: []string{"billing"}}
 	billing.conf.Store(&bconf)
+	billing.newProtections(nil)
 	srv.clusters["billing"], srv.clusterNames = billing, []string{"main", "billing"}
 	cfg := *srv.cfg
 	cfg.Clusters = []config.Cluster{*srv.clusters["main"].conf.Load(), bconf}

@@ -55,7 +55,7 @@ func newConnWaitRig(t *testing.T, acquireTimeout time.Duration) *connWaitRig {
 func (r *connWaitRig) session(fn func(ss *Session)) (*Session, <-chan struct{}) {
 	a, b := net.Pipe()
 	r.t.Cleanup(func() { a.Close(); b.Close() })
-	ss := &Session{srv: r.srv, loopWaits: r.waits}
+	ss := &Session{srv: r.srv, loopSide: loopSide{loopWaits: r.waits}}
 	ss.client = wire.NewConn(a, 64, 64)
 	done := make(chan struct{})
 	if err := r.loop.Go(func(t *ioloop.Task) {

@@ -14,10 +14,18 @@
 //
 // A Session is in parts, each in its own file: clientSide (session.go),
 // replayState (state.go), routeState (route.go), leaseState (pins.go),
-// preparedStmts (stmt.go), sessionView (session.go), diagnostics
-// (diag.go). Logic that needs one part only is a method of that part
-// (promoted to Session, so callers do not name the part); Session's own
-// methods are the ones that coordinate several parts with the backends.
+// preparedStmts (stmt.go), sessionClusters (clusters.go), sessionView
+// (session.go), loopSide (loop.go), exchanging (session.go), diagnostics
+// (diag.go), and its guard in the protections (package protect, called
+// from protections.go). Logic that needs one part only is a method of
+// that part (promoted to Session, so callers do not name the part);
+// Session's own methods are the ones that coordinate several parts with
+// the backends.
+//
+// What operators see is not here: the HTTP endpoints and SHOW GATEWAY's
+// tables are package ops, the status page package statuspage, and they
+// read the server only through opsGateway (http.go), a set of read-only
+// views.
 //
 // The query path: read the command packet, classify it (querypath), take
 // the session's pinned backend connection or one from the primary's pool

@@ -187,6 +187,7 @@ func sessionOf(srv *Server, clientCaps uint32) (*Session, *bufConn) {
 	ss := &Session{srv: srv, log: srv.log, cluster: srv.clusters["main"], replayState: replayState{versions: &srv.stateIDs}, clientSide: clientSide{
 		nc: nc, client: wire.NewConn(nc, 4096, 4096), caps: clientCaps, collation: wire.DefaultCollation,
 	}}
+	ss.guard.Bind((*guardSession)(ss))
 	user := "u"
 	ss.owner.Store(&user)
 	ss.resetState()

@@ -1,127 +1,146 @@
 package gateway
 
 import (
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/directgate/directgate/internal/httpserve"
+	"github.com/directgate/directgate/healthcheck"
+	"github.com/directgate/directgate/ops"
+	"github.com/directgate/directgate/protect"
+	"github.com/directgate/directgate/queryrules"
+	"github.com/directgate/directgate/querystats"
+	"github.com/directgate/directgate/statuspage"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
-// HTTPHandler serves the gateway's HTTP endpoints on a mux of its own:
-//   - /healthz answers 200 while the process serves, 503 once it shuts down;
-//   - /readyz answers 200 when every cluster has a primary and the gateway
-//     is not shutting down, else 503 with the reasons;
-//   - /metrics is the Prometheus exposition of the server's own registry;
-//   - /debug/status is a page with every backend's role, state, lag,
-//     latency and pools, and sessions and pins (?format=json: the same
-//     data as JSON);
-//   - /debug/health gives discovery's latest snapshot (roles, states, lag,
-//     probe and statement latency per backend) and /debug/pins the session
-//     and pin counters, as JSON.
-//
-// With http.token set, every endpoint but /healthz, /readyz and (with
-// http.public_metrics) /metrics answers 401 without "Authorization:
-// Bearer <token>".
+// HTTPHandler serves the gateway's HTTP endpoints (ops.Handler): the
+// operator surfaces read the server through opsGateway.
 func (s *Server) HTTPHandler() http.Handler {
-	mux := s.routes()
 	if s.cfg != nil {
-		return httpserve.RequireToken(mux, s.cfg.HTTP)
+		return ops.Handler((*opsGateway)(s), &s.cfg.HTTP, s.log)
 	}
-	return mux
+	return ops.Handler((*opsGateway)(s), nil, s.log)
 }
 
-// routes is the mux of every endpoint.
-func (s *Server) routes() *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/readyz", s.serveReadyz)
-	mux.HandleFunc("/debug/status", s.serveStatus)
-	if s.metrics != nil {
-		mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{
-			ErrorLog:      httpserve.PromLogger{Log: s.log},
-			ErrorHandling: promhttp.ContinueOnError,
-		}))
-	} else {
-		mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
-			http.Error(w, "metrics are not set up on this server", http.StatusNotFound)
-		})
+// opsGateway is the server as its operator surfaces read it
+// (ops.Gateway): read-only views, each a snapshot.
+type opsGateway Server
+
+var _ ops.Gateway = (*opsGateway)(nil)
+
+// Closing implements ops.Gateway.
+func (g *opsGateway) Closing() bool { return (*Server)(g).closing() }
+
+// Readiness implements ops.Gateway.
+func (g *opsGateway) Readiness() (bool, []string) { return (*Server)(g).readiness() }
+
+// StatusView implements ops.Gateway.
+func (g *opsGateway) StatusView(top string) (statuspage.View, error) {
+	s := (*Server)(g)
+	if top == "" {
+		top = "total_time"
 	}
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if s.closing() {
-			http.Error(w, "shutting down", http.StatusServiceUnavailable)
-			return
+	order, ok := querystats.ParseOrder(top)
+	if !ok {
+		return statuspage.View{}, errBadTop
+	}
+	v := s.statusView()
+	v.TopOrder = top
+	v.Top, v.TopEnabled = s.topStatements(order)
+	return v, nil
+}
+
+// PinCounts implements ops.Gateway.
+func (g *opsGateway) PinCounts() (sessions, pinned int64, byReason map[string]int64) {
+	s := (*Server)(g)
+	sessions, pinned = s.SessionStats()
+	return sessions, pinned, s.PinStats()
+}
+
+// Registry implements ops.Gateway.
+func (g *opsGateway) Registry() *prometheus.Registry {
+	if g.metrics == nil {
+		return nil
+	}
+	return g.metrics.reg
+}
+
+// QueryDigests implements ops.Gateway.
+func (g *opsGateway) QueryDigests(o querystats.Order, limit int) ([]querystats.Digest, uint64) {
+	return (*Server)(g).QueryDigests(o, limit)
+}
+
+// QueryStatsOn implements ops.Gateway.
+func (g *opsGateway) QueryStatsOn() bool { return g.insight.store.Load() != nil }
+
+// QueryRules implements ops.Gateway.
+func (g *opsGateway) QueryRules() []*queryrules.Rule { return (*Server)(g).QueryRules() }
+
+// ClientsOpen implements ops.Gateway.
+func (g *opsGateway) ClientsOpen() int64 {
+	if g.metrics == nil {
+		return 0
+	}
+	return g.metrics.clientsOpen.Load()
+}
+
+// Refusals implements ops.Gateway.
+func (g *opsGateway) Refusals() (splitBrain, noPrimary uint64) {
+	return g.refusals.splitBrain.Load(), g.refusals.noPrimary.Load()
+}
+
+// SessionCounts implements ops.Gateway.
+func (g *opsGateway) SessionCounts() (map[string]int64, int64) {
+	sc := countSessions((*Server)(g).Sessions())
+	return sc.pinned, sc.inTxn
+}
+
+// Discovery implements ops.Gateway.
+func (g *opsGateway) Discovery() (*healthcheck.Snapshot, healthcheck.Stats, bool) {
+	if g.health == nil {
+		return nil, healthcheck.Stats{}, false
+	}
+	return g.health.Snapshot(), g.health.Stats(), true
+}
+
+// ClusterNames implements ops.Gateway.
+func (g *opsGateway) ClusterNames() []string { return g.clusterNames }
+
+// BackendLoads implements ops.Gateway.
+func (g *opsGateway) BackendLoads() []ops.BackendLoad {
+	var out []ops.BackendLoad
+	for _, name := range g.clusterNames {
+		for addr, be := range *g.clusters[name].backends.Load() {
+			out = append(out, ops.BackendLoad{Cluster: name, Addr: addr, InFlight: be.load.InFlight(), Score: be.load.Score()})
 		}
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("/debug/health", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(s.healthView())
-	})
-	mux.HandleFunc("/debug/pins", func(w http.ResponseWriter, r *http.Request) {
-		sessions, pinned := s.SessionStats()
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"sessions":                 sessions,
-			"sessions_pinned_by_state": pinned,
-			"pins_by_reason":           s.PinStats(),
-		})
-	})
-	return mux
+	}
+	return out
 }
 
-// healthView is the JSON shape of /debug/health.
-type healthView struct {
-	Round    uint64              `json:"round"`
-	Time     time.Time           `json:"time"`
-	Clusters []clusterHealthView `json:"clusters"`
-	// Statements refused since start: in split brain, and for want of a
-	// primary within failover_buffer.
-	SplitBrainRefusals uint64 `json:"split_brain_refusals"`
-	NoPrimaryFailures  uint64 `json:"no_primary_failures"`
-}
+// PoolStats implements ops.Gateway.
+func (g *opsGateway) PoolStats() []ops.PoolStat { return (*Server)(g).PoolStats() }
 
-type clusterHealthView struct {
-	Name            string              `json:"name"`
-	Primary         string              `json:"primary"`
-	NoPrimaryReason string              `json:"no_primary_reason,omitempty"`
-	SplitBrain      bool                `json:"split_brain"`
-	Replicas        []string            `json:"replicas"`
-	Backends        []backendHealthView `json:"backends"`
-}
+// Sessions implements ops.Gateway.
+func (g *opsGateway) Sessions() []ops.SessionInfo { return (*Server)(g).Sessions() }
 
-type backendHealthView struct {
-	Addr            string    `json:"addr"`
-	State           string    `json:"state"`
-	Reason          string    `json:"reason,omitempty"`
-	Since           time.Time `json:"since"`
-	Role            string    `json:"role"`
-	ReadOnly        bool      `json:"read_only"`
-	ServerID        uint32    `json:"server_id"`
-	Version         string    `json:"version,omitempty"`
-	LagSeconds      *float64  `json:"lag_seconds"`
-	ReplicationNote string    `json:"replication_note,omitempty"`
-	ProbeMillis     float64   `json:"probe_ms"`
-	ScoreMillis     float64   `json:"score_ms"`
-	InFlight        int64     `json:"in_flight"`
-}
+// Protections implements ops.Gateway.
+func (g *opsGateway) Protections() []protect.Row { return (*Server)(g).Protections() }
 
-func (s *Server) healthView() healthView {
+// HealthView implements ops.Gateway: discovery's latest snapshot with
+// each backend's load.
+func (g *opsGateway) HealthView() ops.HealthView {
+	s := (*Server)(g)
 	snap := s.health.Snapshot()
-	v := healthView{Round: snap.Round, Time: snap.Time,
+	v := ops.HealthView{Round: snap.Round, Time: snap.Time,
 		SplitBrainRefusals: s.refusals.splitBrain.Load(), NoPrimaryFailures: s.refusals.noPrimary.Load()}
 	for _, name := range s.clusterNames {
-		cv := clusterHealthView{Name: name, Replicas: []string{}}
+		cv := ops.ClusterHealth{Name: name, Replicas: []string{}}
 		if c := snap.Cluster(name); c != nil {
 			cv.Primary, cv.NoPrimaryReason, cv.SplitBrain = c.Primary, c.NoPrimaryReason, c.SplitBrain
 			cv.Replicas = append(cv.Replicas, c.Replicas...)
 			for _, addr := range c.Backends {
 				b := snap.Backends[addr]
-				bv := backendHealthView{
+				bv := ops.BackendHealth{
 					Addr: addr, State: b.State.String(), Reason: b.Reason, Since: b.Since, Role: b.Role.String(),
 					ReadOnly: b.Last.ReadOnly, ServerID: b.Last.ServerID, Version: b.Last.Version,
 					ReplicationNote: b.Last.ReplicationNote, ProbeMillis: ms(b.Last.RTT),
@@ -141,4 +160,5 @@ func (s *Server) healthView() healthView {
 	return v
 }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+// ms is d in milliseconds, to the microsecond.
+func ms(d time.Duration) float64 { return ops.Millis(d) }

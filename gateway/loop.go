@@ -99,6 +99,18 @@ func (ss *Session) setTask(t *ioloop.Task) {
 	}
 }
 
+// loopSide is a session's io_uring loop, when it runs on one.
+type loopSide struct {
+	// task is the io_uring loop task the session runs as, while it reads
+	// and writes its sockets through it; nil on a goroutine, and while
+	// blocking runs something that may wait.
+	task *ioloop.Task
+	// loopWaits are the connection queues of the session's loop, and
+	// connWait its part in one while it waits (connwait.go).
+	loopWaits loopWaits
+	connWait  connWaiter
+}
+
 // blocking runs fn, which may wait for something other than the
 // session's own sockets (why says what, for the metrics). On a loop it
 // runs on a goroutine while the session's task waits, with the session's

@@ -14,6 +14,7 @@ import (
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/internal/safego"
+	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
 )
 
@@ -378,22 +379,22 @@ func (ss *Session) accountChange(sql string) func() {
 // compat's main.subselect).
 func changesAccounts(sql string) bool {
 	b := unsafe.Slice(unsafe.StringData(sql), len(sql))
-	w, rest := firstWord(b)
+	w, rest := querypath.FirstWord(b)
 	switch {
-	case eqFold(w, "GRANT"), eqFold(w, "REVOKE"):
+	case querypath.EqFold(w, "GRANT"), querypath.EqFold(w, "REVOKE"):
 		return true
-	case eqFold(w, "FLUSH"):
+	case querypath.EqFold(w, "FLUSH"):
 		return flushesPrivileges(rest)
-	case eqFold(w, "SET"):
-		w2, _ := firstWord(rest)
-		return eqFold(w2, "PASSWORD")
-	case eqFold(w, "CREATE"), eqFold(w, "DROP"), eqFold(w, "ALTER"), eqFold(w, "RENAME"):
-		w2, rest2 := firstWord(rest)
-		if eqFold(w2, "OR") { // CREATE OR REPLACE USER
-			_, rest3 := firstWord(rest2)
-			w2, _ = firstWord(rest3)
+	case querypath.EqFold(w, "SET"):
+		w2, _ := querypath.FirstWord(rest)
+		return querypath.EqFold(w2, "PASSWORD")
+	case querypath.EqFold(w, "CREATE"), querypath.EqFold(w, "DROP"), querypath.EqFold(w, "ALTER"), querypath.EqFold(w, "RENAME"):
+		w2, rest2 := querypath.FirstWord(rest)
+		if querypath.EqFold(w2, "OR") { // CREATE OR REPLACE USER
+			_, rest3 := querypath.FirstWord(rest2)
+			w2, _ = querypath.FirstWord(rest3)
 		}
-		return eqFold(w2, "USER") || eqFold(w2, "ROLE")
+		return querypath.EqFold(w2, "USER") || querypath.EqFold(w2, "ROLE")
 	}
 	return false
 }
@@ -403,8 +404,8 @@ func changesAccounts(sql string) bool {
 func flushesPrivileges(rest []byte) bool {
 	for len(rest) > 0 {
 		var w []byte
-		w, rest = firstWord(rest)
-		if eqFold(w, "PRIVILEGES") {
+		w, rest = querypath.FirstWord(rest)
+		if querypath.EqFold(w, "PRIVILEGES") {
 			return true
 		}
 		if len(w) == 0 && len(rest) > 0 {

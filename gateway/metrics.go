@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/directgate/directgate/forward"
-	"github.com/directgate/directgate/healthcheck"
-	"github.com/directgate/directgate/pools"
+	"github.com/directgate/directgate/ops"
+	"github.com/directgate/directgate/protect"
 	"github.com/directgate/directgate/wire"
 )
 
@@ -239,9 +239,11 @@ func newMetrics(s *Server) *metrics {
 		Help: "Prepare phases of twopc commits (XA END and XA PREPARE on every participant) by outcome (ok; failed: a participant refused or was lost, and every participant was rolled back).",
 	}, []string{"outcome"})
 	m.prepares[0], m.prepares[1] = prepares.WithLabelValues("ok"), prepares.WithLabelValues("failed")
+	// The state the operator surfaces read at scrape time (ops).
+	m.reg.MustRegister(ops.Collectors((*opsGateway)(s))...)
 	m.reg.MustRegister(m.spans, prepares, accepted, rejected, statements, latency, owner, disagree, m.diagCaptures, m.diagAnswers,
 		offloads, connWaits, loopCollector{s: s},
-		&stateCollector{s: s, m: m}, sheddingCollector{s: s},
+		protectionsCollector{s: s},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -457,7 +459,7 @@ type sessionCounts struct {
 
 // countSessions reads every session's published pins. list is
 // Server.Sessions().
-func countSessions(list []SessionInfo) sessionCounts {
+func countSessions(list []ops.SessionInfo) sessionCounts {
 	c := sessionCounts{pinned: map[string]int64{}}
 	for _, b := range pinReasons {
 		if b&transientPins == 0 {
@@ -509,351 +511,31 @@ func (c loopCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// stateCollector reads the server's state at scrape time: backends and
-// their health, pools, the owner pools, pins, refusals and discovery.
-type stateCollector struct {
-	s *Server
-	m *metrics
-}
+// protectionsCollector reads the protections' metrics (protect.Collector)
+// at scrape time, cluster by cluster.
+type protectionsCollector struct{ s *Server }
 
-// Descriptions of the state metrics.
-var (
-	poolLabels    = []string{"cluster", "backend", "pool"}
-	backendLabels = []string{"cluster", "backend"}
-
-	descClientsOpen = prometheus.NewDesc("directgate_client_connections",
-		"Client connections open now (logged in or still in the handshake).", nil, nil)
-	descSessions = prometheus.NewDesc("directgate_sessions_total",
-		"Client sessions that logged in.", nil, nil)
-	descSessionsSticky = prometheus.NewDesc("directgate_sessions_pinned_by_state_total",
-		"Sessions that were ever pinned by session state (anything but transactions and one-statement holds).", nil, nil)
-	descPins = prometheus.NewDesc("directgate_session_pins_total",
-		"Times a session got pinned to its backend connection, by reason.", []string{"reason"}, nil)
-	descPinned = prometheus.NewDesc("directgate_sessions_pinned",
-		"Sessions pinned to a backend connection now, by reason (a session may count under several; the one-statement holds last_result and warnings are not counted).", []string{"reason"}, nil)
-	descInTxn = prometheus.NewDesc("directgate_sessions_in_transaction",
-		"Sessions in an open transaction now.", nil, nil)
-	descSplitBrain = prometheus.NewDesc("directgate_split_brain_refusals_total",
-		"Statements refused at once because a cluster had several writable backends.", nil, nil)
-	descNoPrimary = prometheus.NewDesc("directgate_no_primary_failures_total",
-		"Statements that failed because no primary appeared within failover_buffer.", nil, nil)
-
-	descRounds = prometheus.NewDesc("directgate_discovery_rounds_total",
-		"Discovery probe rounds completed.", nil, nil)
-	descSnapshotAge = prometheus.NewDesc("directgate_discovery_snapshot_age_seconds",
-		"Time since discovery last published a snapshot (every round, and on each reported failure).", nil, nil)
-	descRoundDuration = prometheus.NewDesc("directgate_discovery_round_duration_seconds",
-		"Wall time of the last completed discovery round (about ceil(backends / batch_size) × probe time).", nil, nil)
-	descProbesInFlight = prometheus.NewDesc("directgate_discovery_probes_in_flight",
-		"Discovery probes running now, regular and targeted (at most batch_size in a round).", nil, nil)
-	descProbes = prometheus.NewDesc("directgate_discovery_probes_total",
-		"Discovery probes since start, by result.", []string{"result"}, nil)
-	descHasPrimary = prometheus.NewDesc("directgate_cluster_has_primary",
-		"1 when the cluster has a primary, else 0.", []string{"cluster"}, nil)
-	descSplit = prometheus.NewDesc("directgate_cluster_split_brain",
-		"1 when several backends of the cluster are writable (writes are refused), else 0.", []string{"cluster"}, nil)
-
-	descState = prometheus.NewDesc("directgate_backend_state",
-		"The backend's discovery state: 1 for the current one of unknown, serving, not_serving.", append(backendLabels, "state"), nil)
-	descStateSince = prometheus.NewDesc("directgate_backend_state_since_timestamp_seconds",
-		"When the backend entered its current state (Unix time).", backendLabels, nil)
-	descRole = prometheus.NewDesc("directgate_backend_role",
-		"The backend's role: 1 for the current one of none, primary, replica, split_brain.", append(backendLabels, "role"), nil)
-	descLag = prometheus.NewDesc("directgate_backend_replication_lag_seconds",
-		"Replication lag of the last probe; absent when unknown (not a replica, replication stopped, or no privilege to read it).", backendLabels, nil)
-	descProbeRTT = prometheus.NewDesc("directgate_backend_probe_rtt_seconds",
-		"Round-trip time of the last probe's SELECT 1.", backendLabels, nil)
-	descLastProbe = prometheus.NewDesc("directgate_backend_last_probe_timestamp_seconds",
-		"When the last probe result arrived (Unix time); absent before the first.", backendLabels, nil)
-	descInFlight = prometheus.NewDesc("directgate_backend_statements_in_flight",
-		"Statements running on the backend now.", backendLabels, nil)
-	descScore = prometheus.NewDesc("directgate_backend_latency_score_seconds",
-		"The backend's latency score: a moving average of its statements' latency over the last seconds, used to choose replicas; 0 before the first statement.", backendLabels, nil)
-
-	descPoolMax = prometheus.NewDesc("directgate_pool_max_connections",
-		"Most connections the pool opens (pool.size; owner_pool_size for pool=\"owner\").", poolLabels, nil)
-	descPoolConns = prometheus.NewDesc("directgate_pool_connections",
-		"Connections of the pool now, by state: in_use (leased), idle, dialing (being opened).", append(poolLabels, "state"), nil)
-	descPoolWaits = prometheus.NewDesc("directgate_pool_waits_total",
-		"Acquires that found no idle connection and waited.", poolLabels, nil)
-	descPoolWaitTime = prometheus.NewDesc("directgate_pool_wait_seconds_total",
-		"Time spent by acquires that waited.", poolLabels, nil)
-	descPoolQueueWait = prometheus.NewDesc("directgate_pool_queue_wait_seconds",
-		"How long an acquire waits for a connection now: 0 while none waits, else the longer of the waiting acquires' mean wait so far and the recent waits' average (about the last second). Load shedding compares it with shedding.max_queue_wait.", poolLabels, nil)
-	descPoolTimeouts = prometheus.NewDesc("directgate_pool_acquire_timeouts_total",
-		"Acquires that gave up after acquire_timeout (the client got error 1040).", poolLabels, nil)
-	descPoolDials = prometheus.NewDesc("directgate_pool_dials_total",
-		"Connections the pool started opening.", poolLabels, nil)
-	descPoolDialErrors = prometheus.NewDesc("directgate_pool_dial_errors_total",
-		"Connection opens that failed.", poolLabels, nil)
-	descPoolAcquires = prometheus.NewDesc("directgate_pool_acquires_total",
-		"Connections the pool's puddle handed out: found idle, released to a waiting acquire, or dialed for one.", poolLabels, nil)
-	descPoolAcquireTime = prometheus.NewDesc("directgate_pool_acquire_seconds_total",
-		"Time the pool's puddle spent handing those connections out (waits and dials included).", poolLabels, nil)
-	descPoolEmptyAcquires = prometheus.NewDesc("directgate_pool_empty_acquires_total",
-		"Acquires that found no idle connection in the pool's puddle and waited for a release or a dial.", poolLabels, nil)
-	descPoolDestroyed = prometheus.NewDesc("directgate_pool_destroyed_total",
-		"Connections closed for any reason: broken, expired, idle too long, over size, pool closed.", poolLabels, nil)
-)
-
-// Hot-row protection, per cluster only (tables are listed by SHOW
-// GATEWAY PROTECTIONS and the status page, not as labels: their number
-// is the users').
-var (
-	descHotRowQueued = prometheus.NewDesc("directgate_hot_row_queued",
-		"Statements waiting now in hot-row queues.", []string{"cluster"}, nil)
-	descHotRowQueuedTotal = prometheus.NewDesc("directgate_hot_row_queued_total",
-		"Statements that waited in a hot-row queue.", []string{"cluster"}, nil)
-	descHotRowRefused = prometheus.NewDesc("directgate_hot_row_refused_total",
-		"Statements refused by hot-row protection with error 1205: queue_full (hot_row.max_queue), max_wait (waited hot_row.max_wait) or deadlock (waiting would have closed a cycle of transactions waiting at the gateway for each other's rows).", []string{"cluster", "reason"}, nil)
-	descHotRowDryRun = prometheus.NewDesc("directgate_hot_row_dry_run_total",
-		"In dry-run mode, statements hot-row protection would have queued (would) or refused at once (would_refuse).", []string{"cluster", "outcome"}, nil)
-	descHotRowMode = prometheus.NewDesc("directgate_hot_row_mode",
-		"Hot-row protection's mode: 1 for the current one of off, on and dry_run.", []string{"cluster", "mode"}, nil)
-)
-
-// Transaction throttling, per cluster.
-var (
-	descThrottleDelayed = prometheus.NewDesc("directgate_throttle_delayed",
-		"Write transactions delayed now by transaction throttling, waiting for the replicas' lag to fall.", []string{"cluster"}, nil)
-	descThrottleDelayedTotal = prometheus.NewDesc("directgate_throttle_delayed_total",
-		"Write transactions delayed by transaction throttling (those refused included).", []string{"cluster"}, nil)
-	descThrottleRefused = prometheus.NewDesc("directgate_throttle_refused_total",
-		"Write transactions refused with error 1205 after waiting throttle.max_delay for the replicas' lag to fall.", []string{"cluster"}, nil)
-	descThrottleInterrupted = prometheus.NewDesc("directgate_throttle_interrupted_total",
-		"Delayed write transactions whose wait ended by KILL or the client leaving.", []string{"cluster"}, nil)
-	descThrottleDryRun = prometheus.NewDesc("directgate_throttle_dry_run_total",
-		"In dry-run mode, write transactions throttling would have delayed (would) or refused after throttle.max_delay (would_refuse).", []string{"cluster", "outcome"}, nil)
-	descThrottleLag = prometheus.NewDesc("directgate_throttle_lag_seconds",
-		"The worst known replication lag among the cluster's serving replicas, as throttling sees it (absent when none is known).", []string{"cluster"}, nil)
-	descThrottleStopped = prometheus.NewDesc("directgate_throttle_sql_stopped",
-		"1 when a serving replica's SQL thread is stopped, which throttling counts as lagging twice throttle.max_lag.", []string{"cluster"}, nil)
-	descThrottleProbability = prometheus.NewDesc("directgate_throttle_probability",
-		"The chance that a new write transaction of a user of the default priority 50 is delayed now (in dry-run mode: would be; 0 when throttling is off).", []string{"cluster"}, nil)
-	descThrottleMode = prometheus.NewDesc("directgate_throttle_mode",
-		"Transaction throttling's mode: 1 for the current one of off, on and dry_run.", []string{"cluster", "mode"}, nil)
-)
-
-// Query consolidation, per cluster.
-var (
-	descConsolWaiting = prometheus.NewDesc("directgate_consolidation_waiting",
-		"Reads waiting now for an identical read in flight (followers).", []string{"cluster"}, nil)
-	descConsolFollowers = prometheus.NewDesc("directgate_consolidation_followers_total",
-		"Reads answered with the result of an identical read in flight, without running on a backend.", []string{"cluster"}, nil)
-	descConsolLeaders = prometheus.NewDesc("directgate_consolidation_leaders_total",
-		"Reads whose result was shared with at least one follower.", []string{"cluster"}, nil)
-	descConsolFallbacks = prometheus.NewDesc("directgate_consolidation_fallbacks_total",
-		"Followers that ran their own read after waiting, by reason: too_large (the result was above consolidation.max_result_bytes), not_shareable (the leader's read failed, or answered an error, warnings or session state).", []string{"cluster", "reason"}, nil)
-	descConsolMode = prometheus.NewDesc("directgate_consolidation_mode",
-		"Query consolidation's mode: 1 for the current one of off and on.", []string{"cluster", "mode"}, nil)
-)
-
-var allStateDescs = []*prometheus.Desc{
-	descThrottleDelayed, descThrottleDelayedTotal, descThrottleRefused, descThrottleInterrupted, descThrottleDryRun,
-	descThrottleLag, descThrottleStopped, descThrottleProbability, descThrottleMode,
-	descConsolWaiting, descConsolFollowers, descConsolLeaders, descConsolFallbacks, descConsolMode,
-	descHotRowQueued, descHotRowQueuedTotal, descHotRowRefused, descHotRowDryRun, descHotRowMode,
-	descRoundDuration, descProbesInFlight, descProbes,
-	descClientsOpen, descSessions, descSessionsSticky, descPins, descPinned, descInTxn, descSplitBrain, descNoPrimary,
-	descRounds, descSnapshotAge, descHasPrimary, descSplit,
-	descState, descStateSince, descRole, descLag, descProbeRTT, descLastProbe, descInFlight, descScore,
-	descPoolMax, descPoolConns, descPoolWaits, descPoolWaitTime, descPoolQueueWait, descPoolTimeouts, descPoolDials, descPoolDialErrors, descPoolDestroyed,
-	descPoolAcquires, descPoolAcquireTime, descPoolEmptyAcquires,
-}
-
-var (
-	stateNames = []healthcheck.State{healthcheck.StateUnknown, healthcheck.StateServing, healthcheck.StateNotServing}
-	roleNames  = []healthcheck.Role{healthcheck.RoleNone, healthcheck.RolePrimary, healthcheck.RoleReplica, healthcheck.RoleSplitBrain}
-)
-
-// Describe implements prometheus.Collector.
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range allStateDescs {
-		ch <- d
+// Describe implements prometheus.Collector: the metrics of the first
+// cluster's protections (every cluster has the same).
+func (pc protectionsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, name := range pc.s.clusterNames[:min(1, len(pc.s.clusterNames))] {
+		for _, p := range pc.s.clusters[name].guards.Policies() {
+			if c, ok := p.(protect.Collector); ok {
+				c.Describe(ch)
+			}
+		}
 	}
 }
 
 // Collect implements prometheus.Collector.
-func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.s
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-	counter := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
-	}
-	b2f := func(b bool) float64 {
-		if b {
-			return 1
-		}
-		return 0
-	}
-
-	gauge(descClientsOpen, float64(c.m.clientsOpen.Load()))
-	sessions, sticky := s.SessionStats()
-	counter(descSessions, float64(sessions))
-	counter(descSessionsSticky, float64(sticky))
-	for reason, n := range s.PinStats() {
-		counter(descPins, float64(n), reason)
-	}
-	sc := countSessions(s.Sessions())
-	for reason, n := range sc.pinned {
-		gauge(descPinned, float64(n), reason)
-	}
-	gauge(descInTxn, float64(sc.inTxn))
-	counter(descSplitBrain, float64(s.refusals.splitBrain.Load()))
-	counter(descNoPrimary, float64(s.refusals.noPrimary.Load()))
-
-	var snap *healthcheck.Snapshot
-	if s.health != nil {
-		snap = s.health.Snapshot()
-		counter(descRounds, float64(snap.Round))
-		gauge(descSnapshotAge, time.Since(snap.Time).Seconds())
-		st := s.health.Stats()
-		gauge(descRoundDuration, st.LastRoundDuration.Seconds())
-		gauge(descProbesInFlight, float64(st.ProbesInFlight))
-		counter(descProbes, float64(st.Probes-st.ProbeFailures), "ok")
-		counter(descProbes, float64(st.ProbeFailures), "failed")
-	}
-	for _, name := range s.clusterNames {
-		cl := s.clusters[name]
-		hc := snap.Cluster(name)
-		gauge(descHasPrimary, b2f(hc != nil && hc.Primary != ""), name)
-		gauge(descSplit, b2f(hc != nil && hc.SplitBrain), name)
-		for addr, be := range *cl.backends.Load() {
-			v := snap.Backend(addr)
-			if v == nil {
-				v = &healthcheck.BackendView{}
+func (pc protectionsCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, name := range pc.s.clusterNames {
+		cl := pc.s.clusters[name]
+		conf := cl.conf.Load()
+		for _, p := range cl.guards.Policies() {
+			if c, ok := p.(protect.Collector); ok {
+				c.Collect(ch, name, conf)
 			}
-			for _, st := range stateNames {
-				gauge(descState, b2f(v.State == st), name, addr, st.String())
-			}
-			if !v.Since.IsZero() {
-				gauge(descStateSince, float64(v.Since.UnixNano())/1e9, name, addr)
-			}
-			for _, r := range roleNames {
-				gauge(descRole, b2f(v.Role == r), name, addr, r.String())
-			}
-			if v.Last.LagKnown {
-				gauge(descLag, v.Last.Lag.Seconds(), name, addr)
-			}
-			if !v.LastProbe.IsZero() {
-				gauge(descProbeRTT, v.Last.RTT.Seconds(), name, addr)
-				gauge(descLastProbe, float64(v.LastProbe.UnixNano())/1e9, name, addr)
-			}
-			gauge(descInFlight, float64(be.load.InFlight()), name, addr)
-			gauge(descScore, be.load.Score().Seconds(), name, addr)
 		}
 	}
-	for _, p := range s.PoolStats() {
-		collectPool(ch, p.Stat, p.Cluster, p.Backend, poolKind(p))
-	}
-	for _, name := range s.clusterNames {
-		collectThrottle(ch, s.clusters[name])
-		co := &s.clusters[name].consol
-		gauge(descConsolWaiting, float64(co.waiting.Load()), name)
-		counter(descConsolFollowers, float64(co.followed.Load()), name)
-		counter(descConsolLeaders, float64(co.leaders.Load()), name)
-		counter(descConsolFallbacks, float64(co.tooLarge.Load()), name, "too_large")
-		counter(descConsolFallbacks, float64(co.failed.Load()), name, "not_shareable")
-		on := bool(s.clusters[name].conf.Load().Consolidation.Enabled)
-		gauge(descConsolMode, b2f(!on), name, "off")
-		gauge(descConsolMode, b2f(on), name, "on")
-	}
-	for _, r := range s.Protections() {
-		if r.Protection != "hot_row" || r.Scope != "*" {
-			continue
-		}
-		gauge(descHotRowQueued, float64(r.Active), r.Cluster)
-		counter(descHotRowQueuedTotal, float64(r.Total), r.Cluster)
-		counter(descHotRowRefused, float64(r.Refused-r.RefusedWait-r.RefusedDeadlock), r.Cluster, "queue_full")
-		counter(descHotRowRefused, float64(r.RefusedWait), r.Cluster, "max_wait")
-		counter(descHotRowRefused, float64(r.RefusedDeadlock), r.Cluster, "deadlock")
-		counter(descHotRowDryRun, float64(r.DryRun), r.Cluster, "would")
-		counter(descHotRowDryRun, float64(r.DryRunRefused), r.Cluster, "would_refuse")
-		for _, m := range []string{"off", "on", "dry_run"} {
-			gauge(descHotRowMode, b2f(r.Mode == m), r.Cluster, m)
-		}
-	}
-}
-
-// collectThrottle sends the transaction throttling metrics of cluster c.
-func collectThrottle(ch chan<- prometheus.Metric, c *cluster) {
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{c.name}, labels...)...)
-	}
-	counter := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append([]string{c.name}, labels...)...)
-	}
-	t := &c.thr
-	gauge(descThrottleDelayed, float64(t.delayed.Load()))
-	counter(descThrottleDelayedTotal, float64(t.delayedTotal.Load()))
-	counter(descThrottleRefused, float64(t.refused.Load()))
-	counter(descThrottleInterrupted, float64(t.interrupted.Load()))
-	counter(descThrottleDryRun, float64(t.wouldDelay.Load()), "would")
-	counter(descThrottleDryRun, float64(t.wouldRefuse.Load()), "would_refuse")
-	cfg := c.conf.Load().Throttle
-	mode := throttleMode(cfg)
-	for _, m := range []string{"off", "on", "dry_run"} {
-		b := 0.0
-		if m == mode {
-			b = 1
-		}
-		gauge(descThrottleMode, b, m)
-	}
-	v, _ := c.lag()
-	if v == nil {
-		return
-	}
-	if v.replica != "" {
-		gauge(descThrottleLag, v.lag.Seconds())
-	}
-	stopped := 0.0
-	if v.stopped != "" {
-		stopped = 1
-	}
-	gauge(descThrottleStopped, stopped)
-	gauge(descThrottleProbability, throttleProbability(v, cfg.MaxLag, 50))
-}
-
-// poolKind is the pool label of a pool: default, found_rows (the pool of
-// CLIENT_FOUND_ROWS clients) or owner for the cluster's account; for a
-// user's own backend account (users[].backend_user) user:NAME or
-// user:NAME/found_rows, so that every pool's labels differ.
-func poolKind(p PoolStat) string {
-	switch {
-	case p.Owner:
-		return "owner"
-	case p.UserPool && p.FoundRows:
-		return "user:" + p.BackendUser + "/found_rows"
-	case p.UserPool:
-		return "user:" + p.BackendUser
-	case p.FoundRows:
-		return "found_rows"
-	}
-	return "default"
-}
-
-// collectPool sends the metrics of one pool.
-func collectPool(ch chan<- prometheus.Metric, st pools.Stat, labels ...string) {
-	gauge := func(d *prometheus.Desc, v float64, extra ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append(labels, extra...)...)
-	}
-	counter := func(d *prometheus.Desc, v float64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
-	}
-	gauge(descPoolMax, float64(st.Size))
-	gauge(descPoolConns, float64(st.InUse), "in_use")
-	gauge(descPoolConns, float64(st.Idle), "idle")
-	gauge(descPoolConns, float64(st.Dialing), "dialing")
-	counter(descPoolWaits, float64(st.Waits))
-	counter(descPoolWaitTime, st.WaitTime.Seconds())
-	gauge(descPoolQueueWait, st.QueueWait.Seconds())
-	counter(descPoolTimeouts, float64(st.AcquireTimeouts))
-	counter(descPoolDials, float64(st.Dials))
-	counter(descPoolDialErrors, float64(st.DialErrors))
-	counter(descPoolDestroyed, float64(st.Destroyed))
-	counter(descPoolAcquires, float64(st.Acquires))
-	counter(descPoolAcquireTime, st.AcquireTime.Seconds())
-	counter(descPoolEmptyAcquires, float64(st.EmptyAcquires))
 }

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 	"unsafe"
+
+	"github.com/directgate/directgate/querypath"
 )
 
 // MariaDB's privileges decide who sees and kills what. A user with a
@@ -166,8 +168,8 @@ func (ss *Session) accountPrivs() accountPrivs {
 // (querypath.Route.ImplicitCommit), may change what accounts are granted:
 // FLUSH (PRIVILEGES among its options), GRANT, REVOKE.
 func changesGrants(sql string) bool {
-	w, _ := firstWord(unsafe.Slice(unsafe.StringData(sql), len(sql)))
-	return eqFold(w, "FLUSH") || eqFold(w, "GRANT") || eqFold(w, "REVOKE")
+	w, _ := querypath.FirstWord(unsafe.Slice(unsafe.StringData(sql), len(sql)))
+	return querypath.EqFold(w, "FLUSH") || querypath.EqFold(w, "GRANT") || querypath.EqFold(w, "REVOKE")
 }
 
 // grantsChanged forgets every account's remembered grants after a

@@ -13,6 +13,7 @@ import (
 	"github.com/directgate/directgate/healthcheck"
 	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/querypath"
+	"github.com/directgate/directgate/queryrules"
 	"github.com/directgate/directgate/wire"
 )
 
@@ -65,6 +66,9 @@ func (ss *Session) replicaEligible(route querypath.Route, conf *config.Cluster) 
 	}
 	if ss.status&wire.StatusInTrans != 0 || ss.status&wire.StatusAutocommit == 0 {
 		return false
+	}
+	if r := ss.insight.route(); r != queryrules.RouteNone { // a query rule's route (insight.go)
+		return r == queryrules.RouteReplica
 	}
 	switch ss.target {
 	case targetReplica:

@@ -86,9 +86,9 @@ var benchQueries = []string{
 // routeOnce is the gateway's work for statement q, without the network.
 func routeOnce(tb testing.TB, ss *Session, q string) {
 	route := ss.srv.classifier.Classify(q)
-	ss.shedCheck = ss.mayShed(wire.ComQuery, route) // as run does
+	ss.choosing(wire.ComQuery, route, true) // as run does
 	conn, err := ss.backend(route, "", false)
-	ss.shedCheck = false
+	ss.guard.Chose()
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -90,7 +90,9 @@ type Server struct {
 	accts *mdbAccounts
 	// fleet reports the gateway's place in a fleet (topology.etcd); nil
 	// without one.
-	fleet     atomic.Pointer[func() fleet.Status]
+	fleet atomic.Pointer[func() fleet.Status]
+	// insight is the statement digests and query rules (insight.go).
+	insight   serverInsight
 	closeOnce sync.Once
 }
 
@@ -156,12 +158,15 @@ func New(cfg *config.Config, log hclog.Logger, opts ...Option) (*Server, error) 
 	s.tls.Store(ct)
 	s.metrics = newMetrics(s)
 	s.setUsers(cfg.Users)
+	if err := s.insight.configure(cfg); err != nil { // query_stats, query_rules (insight.go)
+		return nil, err
+	}
 	for _, c := range cfg.Clusters {
 		var leader forward.Leader
 		if c.Owner == "" && o.ownerLeader != nil {
 			leader = o.ownerLeader(c.Name)
 		}
-		cl, err := newCluster(c, log.Named("cluster").With("cluster", c.Name), cfg.Health.Interval, cfg.FromEtcd(), leader)
+		cl, err := newCluster(c, log.Named("cluster").With("cluster", c.Name), cfg.Health.Interval, cfg.FromEtcd(), leader, s.classifier.HotRow)
 		if err != nil {
 			s.closeClusters()
 			return nil, fmt.Errorf("cluster %s: %w", c.Name, err)
@@ -298,6 +303,9 @@ func (s *Server) Reload(cfg *config.Config) error {
 	// TLS files first: any that fails refuses the whole reload.
 	ct, err := loadClientTLS(cfg.TLS)
 	if err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	if err := s.insight.configure(cfg); err != nil { // query_stats, query_rules (insight.go)
 		return fmt.Errorf("reload: %w", err)
 	}
 	bts := make(map[string]*backendTLS, len(cfg.Clusters))

@@ -14,9 +14,9 @@ import (
 	"unsafe"
 
 	"github.com/directgate/directgate/config"
-	"github.com/directgate/directgate/internal/ioloop"
 	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/pools"
+	"github.com/directgate/directgate/protect"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
 	"github.com/hashicorp/go-hclog"
@@ -39,42 +39,17 @@ const (
 // Session is one client connection and its state. See the package comment
 // for the concurrency contract.
 type Session struct {
-	srv *Server
-	id  uint32
-	log hclog.Logger
-	// task is the io_uring loop task the session runs as (loop.go), while
-	// it reads and writes its sockets through it; nil on a goroutine, and
-	// while blocking runs something that may wait.
-	task *ioloop.Task
-	// loopWaits are the connection queues of the session's loop, and
-	// connWait its part in one while it waits (connwait.go).
-	loopWaits loopWaits
-	connWait  connWaiter
-	user      config.User
-	cluster   *cluster
+	srv     *Server
+	id      uint32
+	log     hclog.Logger
+	user    config.User
+	cluster *cluster
 	// account is set while the session runs as a MariaDB account
 	// (mariadb_accounts), not a users[] entry.
 	account *accountLogin
-	// hotHeld are the hot-row slots the session's transaction holds
-	// (hotrow.go), given back when the transaction ends.
-	hotHeld []hotHold
-	// hotTxn is the session's transaction as the row slots see it, made
-	// on first use (hotrow.go).
-	hotTxn *hotTxn
-	// txnThrottled says the open transaction went through transaction
-	// throttling (throttle.go): its later statements are not throttled.
-	// dispatch forgets it when the server reports no open transaction.
-	txnThrottled bool
-	// setsGlobal says the statement being exchanged may change global
-	// variables (a SET GLOBAL); endHot says its answer may end the
-	// transaction holding hot rows. atEnd acts on both before the answer
-	// reaches the client (endHook); it is ss.beforeEnd, made once.
-	setsGlobal, endHot bool
-	atEnd              func(*wire.Result)
-	// shedCheck says the statement being routed may be shed
-	// (shedding.go): backend checks the load of the backend it picks,
-	// once, before it takes a connection.
-	shedCheck bool
+	// guard is the session's part in its clusters' protections
+	// (protections.go).
+	guard protect.Guard
 	// now is when the current command arrived (read once, in dispatch):
 	// the start of its metrics span, its SHOW PROCESSLIST time and the
 	// idle check of a pooled connection.
@@ -91,14 +66,29 @@ type Session struct {
 	routeState      // where reads go, the sticky replica, causal reads (route.go)
 	leaseState      // the backend connection held and why (pins.go)
 	preparedStmts   // binary-protocol prepared statements (stmt.go)
-	consolSession   // query consolidation (consolidation.go)
 	sessionClusters // its part in several clusters (clusters.go)
 	sessionView     // what other goroutines read (shutdown, KILL, status)
+	loopSide        // its io_uring loop, when it runs on one (loop.go)
+	exchanging      // the relay of the statement being exchanged (session.go)
 
-	relay wire.Relay
+	// insight is the statement's digest and query-rule decision (insight.go).
+	insight insightState
 	// diag is what the previous statement left for ROW_COUNT(),
 	// FOUND_ROWS() and SHOW WARNINGS (diag.go).
 	diag diagnostics
+}
+
+// exchanging is the relay of the statement being exchanged with a
+// backend connection, and what must happen before its answer reaches the
+// client.
+type exchanging struct {
+	relay wire.Relay
+	// setsGlobal says the statement being exchanged may change global
+	// variables (a SET GLOBAL). atEnd acts on it and on the protections
+	// before the answer reaches the client (endHook); it is
+	// ss.beforeEnd, made once.
+	setsGlobal bool
+	atEnd      func(*wire.Result)
 }
 
 // clientSide is the session's client connection: socket, negotiated
@@ -297,6 +287,7 @@ func (s *Server) NewConn(nc net.Conn, id uint32) mysqlserver.Conn {
 		ctx:    ctx,
 		cancel: cancel,
 	}
+	ss.guard.Bind((*guardSession)(ss))
 	// Before login a client gets no more than a handshake needs; the
 	// command loop sets max_allowed_packet once it is logged in.
 	ss.client.MaxPacket = handshakeMaxPacket
@@ -472,13 +463,9 @@ func (ss *Session) dispatch(p []byte) error {
 	}
 	ss.proc.begin(p, ss.db, ss.now)
 	err := ss.dispatchCommand(p)
-	if len(ss.hotHeld) > 0 && ss.pins&pinTxn == 0 && !ss.txn.active {
-		// The transaction is over, as the server reported: its rows are
-		// free for the next ones.
-		ss.releaseHotRows()
-	}
-	if ss.txnThrottled && ss.status&wire.StatusInTrans == 0 {
-		ss.txnThrottled = false // the transaction is over
+	ss.insight.active = false // a statement admitted but answered locally is not recorded
+	if ss.guard.InTxn() && ss.pins&pinTxn == 0 && !ss.txn.active && ss.cluster != nil {
+		ss.guard.TxnEnded(ss.cluster.guards) // the transaction is over, as the server reported
 	}
 	if ss.spanPublished.Load() != nil && (!ss.txn.active || len(ss.txn.parts) == 0) {
 		ss.spanPublished.Store(nil) // the transaction ended
@@ -565,6 +552,10 @@ func (ss *Session) comQuery(p []byte) error {
 			return err
 		}
 	}
+	// Query insight (insight.go): fingerprint, then the query rules.
+	if handled, err := ss.digestAndMatch(sql, nil); handled {
+		return err
+	}
 	if route.Kind == querypath.KindSet && ss.setsTxnMode(route) || route.Kind == querypath.KindRead && readsTxnMode(sql) {
 		return ss.txnModeStatement(sql, route)
 	}
@@ -587,14 +578,10 @@ func (ss *Session) comQuery(p []byte) error {
 	if route.GatewayIDs {
 		p = ss.withGatewayIDs(p, sql)
 	}
-	// Throttled before hot rows, so that a delayed write holds no row.
-	if e := ss.throttleText(route, sql); e != nil {
+	if e := ss.admit(sql, route, nil, nil); e != nil {
 		return ss.writeErr(e)
 	}
-	if e := ss.hotRowText(route, sql); e != nil {
-		return ss.writeErr(e)
-	}
-	if route.ImplicitCommit && ss.cluster != nil && changesSchema(sql) {
+	if route.ImplicitCommit && ss.cluster != nil && protect.ChangesSchema(sql) {
 		// Hot-row protection learns keys once per table: a change of
 		// schema makes it ask again (after the statement ran).
 		defer ss.cluster.forgetKeys()
@@ -608,14 +595,8 @@ func (ss *Session) comQuery(p []byte) error {
 	if route.ImplicitCommit {
 		defer ss.accountChange(sql)()
 	}
-	if c := ss.cluster; c != nil {
+	if c := ss.cluster; c != nil && !ss.guard.Wrote() {
 		if conf := c.conf.Load(); conf.Consolidation.Enabled {
-			if mayWrite(route) {
-				ss.consolWrite = true
-				err := ss.run(p, route, wire.ResponseQuery)
-				ss.consolWrite = false
-				return err
-			}
 			if handled, err := ss.consolidate(p, sql, route, conf); handled {
 				return err
 			}
@@ -664,8 +645,22 @@ func (ss *Session) useTarget(db string, t target) error {
 // primary refuses as read-only (1290) waits for the new primary and is
 // retried there once.
 func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) error {
+	return ss.runSeen(p, route, kind, nil)
+}
+
+// exchanged is what the last exchange of a statement run by runSeen read
+// of the backend's answer, for a consolidation leader (consolidation.go).
+type exchanged struct {
+	res  wire.Result
+	err  error
+	seen bool
+}
+
+// runSeen is run, keeping in seen, when not nil, what the last exchange
+// read.
+func (ss *Session) runSeen(p []byte, route querypath.Route, kind wire.ResponseKind, seen *exchanged) error {
 	sp := startStatement(ss.now)
-	defer ss.srv.metrics.endStatement(&sp)
+	defer ss.endStatement(&sp) // metrics, and the digest (insight.go)
 	var sql []byte
 	if p[0] == wire.ComQuery {
 		sql = p[1:]
@@ -676,9 +671,9 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 		// A statement of a session holding state on its connection (not
 		// just the previous statement's result) is never retried.
 		retryable := ss.retryable(&rt)
-		ss.shedCheck = rt.attempt == 0 && ss.mayShed(p[0], route)
+		ss.choosing(p[0], route, rt.attempt == 0)
 		conn, err := ss.backend(route, rt.avoid, rt.lost != nil)
-		ss.shedCheck = false
+		ss.guard.Chose()
 		if err == nil {
 			err = ss.prepareStatement(conn, route, sql, pinned)
 		}
@@ -690,8 +685,8 @@ func (ss *Session) run(p []byte, route querypath.Route, kind wire.ResponseKind) 
 		ss.setsGlobal = route.SetsGlobal
 		res, err := ss.exchange(conn, p, kind)
 		ss.relay.HoldReadOnly, ss.relay.Results, ss.setsGlobal = false, 0, false
-		if ss.leading {
-			ss.leadRes, ss.leadErr, ss.leadSeen = res, err, true
+		if seen != nil {
+			*seen = exchanged{res: res, err: err, seen: true}
 		}
 		sp.served(ss.leaseRole, res, err)
 		switch out, err := ss.afterTry(&rt, conn, pinned, retryable, route, res, err, true); out {
@@ -755,7 +750,9 @@ func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind)
 	ss.relay.BeforeEnd = ss.endHook(kind)
 	ss.beginInFlight(conn)
 	ss.watchFrom.Store(start.Add(clientWatchAfter).UnixNano())
+	ss.arm(conn) // a query rule's timeout and max_rows (insight.go)
 	res, err := ss.relay.Run(ss.client, conn.Conn, kind)
+	ss.disarm(&res)
 	ss.watchFrom.Store(0)
 	ss.endInFlight()
 	if err != nil && res.Packets == 0 {
@@ -819,11 +816,8 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 		if err != nil {
 			return nil, err
 		}
-		if ss.shedCheck {
-			ss.shedCheck = false // once: not again after a dead connection or a causal wait
-			if e := ss.shedStatement(be); e != nil {
-				return nil, e
-			}
+		if e := ss.guard.Chosen(ss.cluster.guards, ss.cluster.conf.Load(), be); e != nil {
+			return nil, e
 		}
 		if err := ss.takeShare(be); err != nil {
 			return nil, err
@@ -832,7 +826,9 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 		var l *pools.Lease[*backendConn]
 		if err == nil {
 			ss.proc.waiting(waitPool)
+			waitFrom := time.Now()
 			l, err = ss.acquire(pool)
+			ss.insight.waitedForPool(waitFrom) // the digest's pool wait (insight.go)
 			ss.proc.waiting(waitNone)
 		}
 		if err != nil {
@@ -863,25 +859,7 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 		}
 		ss.lease, ss.leaseRole = l, r
 		ss.leased(l)
-		err = nil
-		if conn.globals < ss.globals {
-			// A SET GLOBAL since the connection's session started: the
-			// session's defaults are the new ones (a reset takes them).
-			conn.dirty = true
-		}
-		if conn.dirty {
-			// Pooled connections are reset when they come back; this is
-			// a safety net.
-			err = conn.reset()
-		}
-		if err == nil && conn.syncedState != ss.stateID {
-			err = ss.sync(conn)
-		}
-		if err == nil && ss.join != "" {
-			// The session's transaction begins here (clusters.go).
-			err = ss.joinTxn(conn)
-		}
-		if err != nil {
+		if err := ss.alignLeased(conn); err != nil {
 			var sqlErr *wire.SQLError
 			if !errors.As(err, &sqlErr) && dead < maxDeadSkips {
 				// The connection broke while being brought in line with
@@ -912,6 +890,35 @@ func (ss *Session) backend(route querypath.Route, avoid string, quick bool) (*ba
 	}
 }
 
+// alignLeased brings conn, just leased from a pool, in line with the
+// session: reset when a SET GLOBAL came since its session started (or it
+// came back dirty), the session's state replayed, and joined to the
+// session's transaction over clusters.
+func (ss *Session) alignLeased(conn *backendConn) error {
+	if conn.globals < ss.globals {
+		// A SET GLOBAL since the connection's session started: the
+		// session's defaults are the new ones (a reset takes them).
+		conn.dirty = true
+	}
+	if conn.dirty {
+		// Pooled connections are reset when they come back; this is a
+		// safety net.
+		if err := conn.reset(); err != nil {
+			return err
+		}
+	}
+	if conn.syncedState != ss.stateID {
+		if err := ss.sync(conn); err != nil {
+			return err
+		}
+	}
+	if ss.join != "" {
+		// The session's transaction begins here (clusters.go).
+		return ss.joinTxn(conn)
+	}
+	return nil
+}
+
 // heldBackend serves route on the connection the session holds, brought
 // in line with the session (and joined to its transaction over clusters);
 // held is false when the held connection is a replica's that route may
@@ -924,11 +931,10 @@ func (ss *Session) heldBackend(route querypath.Route) (conn *backendConn, held b
 		return nil, false, nil
 	}
 	conn = ss.lease.Conn()
-	if ss.shedCheck {
-		// Held for the previous statement's result only.
-		if e := ss.shedStatement(conn.be); e != nil {
-			return nil, true, e
-		}
+	// Held for the previous statement's result only, when the
+	// protections are asked (guard.Choosing).
+	if e := ss.guard.Chosen(ss.cluster.guards, ss.cluster.conf.Load(), conn.be); e != nil {
+		return nil, true, e
 	}
 	if conn.syncedState != ss.stateID {
 		if err := ss.sync(conn); err != nil {
@@ -1602,7 +1608,9 @@ func (ss *Session) dropLease() {
 // connection with an open transaction or session state is reset (which
 // rolls the transaction back) before anyone else gets it.
 func (ss *Session) end() {
-	ss.releaseHotRows()
+	if ss.cluster != nil {
+		ss.guard.TxnEnded(ss.cluster.guards)
+	}
 	ss.gtidPending = false
 	if ss.txn.xa && ss.lease != nil {
 		ss.lease.Conn().discard = true // closed, not reset, with its XA branch
@@ -1691,12 +1699,11 @@ func (ss *Session) poolKey() poolKey {
 // start its next statement, or another session, the moment it has it. Nil
 // for most statements. A SET GLOBAL is counted then (cluster.globals), so
 // a session started after the client saw the OK never takes a pooled
-// connection with the old defaults; hot rows are given back when the
-// transaction ends (hotrow.go); a statement that may change data moves
-// the consolidation write count (consolidation.go).
+// connection with the old defaults; the protections' answer-ended point
+// runs then (hot rows given back when the transaction ends, the
+// consolidation write count moved).
 func (ss *Session) endHook(kind wire.ResponseKind) func(*wire.Result) {
-	ss.endHot = len(ss.hotHeld) > 0 && kind == wire.ResponseQuery
-	if !ss.setsGlobal && !ss.endHot && !ss.consolWrite {
+	if !ss.guard.Ending(kind) && !ss.setsGlobal {
 		return nil
 	}
 	if ss.atEnd == nil {
@@ -1710,12 +1717,7 @@ func (ss *Session) beforeEnd(res *wire.Result) {
 	if ss.setsGlobal {
 		ss.cluster.globals.Add(1)
 	}
-	if ss.endHot {
-		ss.hotRowsEnd(res)
-	}
-	if ss.consolWrite {
-		// A read that starts after the client has this answer must not
-		// get the result of a read that started before (consolidation.go).
-		ss.cluster.consol.writes.Add(1)
+	if ss.cluster != nil {
+		ss.guard.AnswerEnded(ss.cluster.guards, res)
 	}
 }

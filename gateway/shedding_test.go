@@ -7,58 +7,11 @@ import (
 	"time"
 
 	"github.com/directgate/directgate/config"
+	"github.com/directgate/directgate/protect"
+	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
 	dto "github.com/prometheus/client_model/go"
 )
-
-// The chance is 0 at the limit, grows with the overload, falls with the
-// priority, never passes 0.9, and is 0 for priority 100.
-func TestShedChance(t *testing.T) {
-	for _, c := range []struct {
-		over     float64
-		priority int
-		want     float64
-	}{
-		{0, 0, 0},
-		{0.1, 50, 0.05},
-		{0.5, 50, 0.25},
-		{1, 50, 0.5},
-		{1, 0, 0.9},
-		{1, 90, 0.1},
-		{1, 100, 0},
-		{50, 99, 0.5},
-		{50, 100, 0},
-		{50, 0, 0.9},
-	} {
-		if got := shedChance(c.over, c.priority); got < c.want-1e-9 || got > c.want+1e-9 {
-			t.Errorf("shedChance(%v, %d) = %v, want %v", c.over, c.priority, got, c.want)
-		}
-	}
-}
-
-// The overload is the excess over the limit exceeded most, as a fraction
-// of that limit; a limit of 0 is off.
-func TestShedOverload(t *testing.T) {
-	cfg := config.Shedding{MaxInFlight: 40, MaxQueueWait: 100 * time.Millisecond}
-	for _, c := range []struct {
-		cfg    config.Shedding
-		load   shedLoad
-		over   float64
-		reason shedReason
-	}{
-		{cfg, shedLoad{inFlight: 40, queueWait: 100 * time.Millisecond}, 0, shedInFlight},
-		{cfg, shedLoad{inFlight: 50}, 0.25, shedInFlight},
-		{cfg, shedLoad{inFlight: 50, queueWait: 150 * time.Millisecond}, 0.5, shedQueueWait},
-		{cfg, shedLoad{inFlight: 80, queueWait: 150 * time.Millisecond}, 1, shedInFlight},
-		{config.Shedding{}, shedLoad{inFlight: 1000, queueWait: time.Hour}, 0, shedInFlight},
-		{config.Shedding{MaxQueueWait: time.Second}, shedLoad{inFlight: 1000, queueWait: 3 * time.Second}, 2, shedQueueWait},
-	} {
-		over, reason := shedOverload(c.cfg, c.load)
-		if over != c.over || over > 0 && reason != c.reason {
-			t.Errorf("shedOverload(%+v, %+v) = %v %v, want %v %v", c.cfg, c.load, over, reason, c.over, c.reason)
-		}
-	}
-}
 
 // shedFixture is a session of a gateway over one fake primary whose
 // shedding settings are cfg, with the backend's statements in flight set
@@ -91,7 +44,7 @@ func newShedFixture(t *testing.T, cfg config.Shedding, inFlight int) *shedFixtur
 	f.ss, f.nc = fakeSession(t, wire.CapProtocol41, f.primary)
 	f.ss.user = config.User{User: "u"}
 	f.c = f.ss.cluster
-	f.c.shed.rnd = func() float64 { return f.draw }
+	f.c.guards.Policies()[3].(*protect.Shedding).SetDraw(func() float64 { return f.draw })
 	f.be = (*f.c.backends.Load())["fake:1"]
 	for range inFlight {
 		f.be.load.Begin()
@@ -215,7 +168,7 @@ func TestShedding(t *testing.T) {
 		t.Error("not shed past the limit after a settings change")
 	}
 
-	rows := sheddingProtection{f.c}.protectionRows("main", f.c.conf.Load())
+	rows := f.c.guards.Policies()[3].Rows(f.c.conf.Load())
 	if len(rows) != 2 {
 		t.Fatalf("rows %+v", rows)
 	}
@@ -256,11 +209,16 @@ func TestShedding(t *testing.T) {
 func TestSheddingAllocations(t *testing.T) {
 	f := newShedFixture(t, config.Shedding{}, 0)
 	f.ss.now = time.Now()
-	if n := testing.AllocsPerRun(100, func() { _ = f.ss.shedStatement(f.be) }); n != 0 {
+	route := querypath.Route{Kind: querypath.KindRead}
+	shed := func() {
+		f.ss.choosing(wire.ComQuery, route, true)
+		_ = f.ss.guard.Chosen(f.c.guards, f.c.conf.Load(), f.be)
+	}
+	if n := testing.AllocsPerRun(100, shed); n != 0 {
 		t.Errorf("off: %v allocations", n)
 	}
 	f.configure(config.Shedding{MaxInFlight: 10, MaxQueueWait: time.Second})
-	if n := testing.AllocsPerRun(100, func() { _ = f.ss.shedStatement(f.be) }); n != 0 {
+	if n := testing.AllocsPerRun(100, shed); n != 0 {
 		t.Errorf("within the limits: %v allocations", n)
 	}
 }
@@ -269,7 +227,7 @@ func TestSheddingAllocations(t *testing.T) {
 // for a backend within its limits, with shedding off and on.
 func BenchmarkShedStatement(b *testing.B) {
 	for _, cfg := range []config.Shedding{{}, {MaxInFlight: 100, MaxQueueWait: time.Second}} {
-		b.Run(fmt.Sprintf("on=%v", !shedOff(cfg)), func(b *testing.B) {
+		b.Run(fmt.Sprintf("on=%v", cfg.MaxInFlight > 0), func(b *testing.B) {
 			ss := benchSession(b, 0)
 			conf := *ss.cluster.conf.Load()
 			conf.Shedding = cfg
@@ -277,8 +235,10 @@ func BenchmarkShedStatement(b *testing.B) {
 			be := (*ss.cluster.backends.Load())["fake:1"]
 			ss.now = time.Now()
 			b.ReportAllocs()
+			route := querypath.Route{Kind: querypath.KindRead}
 			for b.Loop() {
-				if ss.shedStatement(be) != nil {
+				ss.choosing(wire.ComQuery, route, true)
+				if ss.guard.Chosen(ss.cluster.guards, ss.cluster.conf.Load(), be) != nil {
 					b.Fatal("shed")
 				}
 			}

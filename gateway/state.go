@@ -44,6 +44,10 @@ type replayState struct {
 	// own session_track_* settings).
 	tracked  serverState
 	trackers *wire.TrackFilter
+	// trackFor and trackSig cache trackSignature for trackers
+	// (consolidation.go).
+	trackFor *wire.TrackFilter
+	trackSig string
 	// txnState and txnChars are the transaction state and
 	// characteristics the server last reported.
 	txnState, txnChars string

@@ -3,15 +3,16 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/healthcheck"
 	"github.com/directgate/directgate/internal/mysqlserver"
+	"github.com/directgate/directgate/querystats"
 )
 
 // statementOn folds one statement of latency d into a backend's score.
@@ -306,20 +307,6 @@ func TestStatusSamplerStartStop(t *testing.T) {
 	(&Server{}).stopStatusSampler()
 }
 
-func TestSparkline(t *testing.T) {
-	nan := sample(math.NaN())
-	svg := string(sparkline([]sample{1, 2, nan, 3}, []sample{0.5, 0.5, 0.5, 0.5}))
-	if strings.Count(svg, "<polyline") != 2 || strings.Count(svg, "<circle") != 1 {
-		t.Errorf("sparkline with a gap: %s", svg)
-	}
-	if !strings.Contains(svg, ">3.00ms<") {
-		t.Errorf("sparkline lacks its scale: %s", svg)
-	}
-	if svg := string(sparkline(nil, nil)); !strings.Contains(svg, "no samples yet") {
-		t.Errorf("empty sparkline: %s", svg)
-	}
-}
-
 // With http.token set, only /healthz, /readyz and (when public) /metrics
 // answer without the token; a wrong token is refused like none.
 func TestHTTPToken(t *testing.T) {
@@ -356,5 +343,47 @@ func TestHTTPToken(t *testing.T) {
 	}
 	if code := get("/debug/status", ""); code != http.StatusUnauthorized {
 		t.Errorf("/debug/status with public_metrics: %d, want 401", code)
+	}
+}
+
+// The status page's top statements are query insight's digests, the
+// costliest first by the order asked (?top=), with no literals; an
+// unknown order is refused.
+func TestStatusTopStatements(t *testing.T) {
+	f := newStatusFixture(t, "fake:1")
+	_, page := f.get(t, "/debug/status")
+	if !strings.Contains(page, "query_stats.enabled is off") {
+		t.Fatalf("digests off: the page does not say so")
+	}
+	on := true
+	if err := f.srv.insight.configure(&config.Config{QueryStats: config.QueryStats{Enabled: &on, MaxDigests: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	store := f.srv.insight.store.Load()
+	var n querystats.Normalizer
+	now := time.Now()
+	for i, q := range []string{"SELECT c FROM t WHERE id = 1", "SELECT c FROM t WHERE id = 2", "UPDATE t SET c = 'secret' WHERE id = 3"} {
+		text, fp := n.Normalize(q)
+		store.Record(querystats.Key{Fingerprint: fp, User: "app", Database: "db", Cluster: "main"}, text, q,
+			querystats.Sample{Duration: time.Duration(i+1) * time.Millisecond, Role: "primary"}, now)
+	}
+	_, page = f.get(t, "/debug/status?top=count")
+	for _, want := range []string{"<h2>top statements", "select c from t where id = ?", "update t set c = ? where id = ?", "by count"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("status page lacks %q", want)
+		}
+	}
+	if strings.Index(page, "select c from t") > strings.Index(page, "update t set") {
+		t.Error("by count, the select (2) does not come before the update (1)")
+	}
+	if strings.Contains(page, "secret") {
+		t.Error("the status page shows a statement's literals")
+	}
+	if code, _ := f.get(t, "/debug/status?top=nonsense"); code != http.StatusBadRequest {
+		t.Errorf("unknown order: %d", code)
+	}
+	_, js := f.get(t, "/debug/status?format=json")
+	if !strings.Contains(js, `"top_statements"`) || !strings.Contains(js, `"top_order": "total_time"`) {
+		t.Errorf("status JSON lacks the top statements: %.300s", js)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/directgate/directgate/internal/mysqlserver"
+	"github.com/directgate/directgate/protect"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
 )
@@ -28,6 +29,8 @@ const (
 // execute, so a session with prepared statements stays multiplexed.
 type stmt struct {
 	sql string
+	// digest is its fingerprint, made at its first execute (insight.go).
+	digest stmtDigest
 	// db is the session's database when the client prepared it: MariaDB
 	// runs a prepared statement in that database, whatever USE came
 	// after.
@@ -54,14 +57,10 @@ type stmt struct {
 	// its text is rewritten with the sessions of the moment and prepared
 	// again on every execute (freshGatewayStmt).
 	gatewayTable bool
-	// hot is the row the statement writes, for hot-row protection, once
-	// hotChecked (nil: none).
-	hot        *querypath.RowWrite
-	hotChecked bool
-	// writes says the statement may start a write transaction
-	// (querypath.StartsWrite), for transaction throttling, once
-	// writesChecked.
-	writes, writesChecked bool
+	// guard is what the protections keep of the statement, and exec
+	// the parameters of the execute being admitted.
+	guard protect.Prepared
+	exec  execParams
 }
 
 type longData struct {
@@ -364,6 +363,11 @@ func (ss *Session) comStmtExecute(p []byte) error {
 		_, err := ss.runLocal(st.route)
 		return err
 	}
+	// Query insight (insight.go): the cached fingerprint, then the query rules.
+	if handled, err := ss.digestAndMatch(st.sql, &st.digest); handled {
+		st.resetLongData(ss)
+		return err
+	}
 	if len(p) < 10 {
 		return ss.writeErr(wire.NewError(mysqlserver.ErMalformedPacket, "08S01", "Malformed communication packet"))
 	}
@@ -385,11 +389,9 @@ func (ss *Session) comStmtExecute(p []byte) error {
 	if or, _ := ss.routeOwner(st.db, st.route); or != ownerNone {
 		return ss.executeOwner(st, p, flags)
 	}
-	if e := ss.throttleExecute(st); e != nil {
-		st.resetLongData(ss)
-		return ss.writeErr(e)
-	}
-	if e := ss.hotRowExecute(st, p); e != nil {
+	// Prepared reads are not consolidated; their writes count
+	// (protect.Consolidation).
+	if e := ss.admit(st.sql, st.route, st, p); e != nil {
 		st.resetLongData(ss)
 		return ss.writeErr(e)
 	}
@@ -399,14 +401,6 @@ func (ss *Session) comStmtExecute(p []byte) error {
 			ss.srv.privs.forget()
 			defer ss.grantsChanged()
 		}
-	}
-	if ss.cluster != nil && bool(ss.cluster.conf.Load().Consolidation.Enabled) && mayWrite(st.route) {
-		// Prepared reads are not consolidated; their writes count
-		// (consolidation.go).
-		ss.consolWrite = true
-		err := ss.executeBackend(st, p, flags)
-		ss.consolWrite = false
-		return err
 	}
 	return ss.executeBackend(st, p, flags)
 }
@@ -449,7 +443,7 @@ func (ss *Session) executeBackend(st *stmt, p []byte, flags byte) error {
 		route.Kind = querypath.KindOther // a cursor pins: not on a replica
 	}
 	sp := startStatement(ss.now)
-	defer ss.srv.metrics.endStatement(&sp)
+	defer ss.endStatement(&sp) // metrics, and the digest (insight.go)
 	sql := unsafe.Slice(unsafe.StringData(st.sql), len(st.sql))
 	var rt retry
 	defer func() { ss.execCall = false }()
@@ -459,9 +453,9 @@ func (ss *Session) executeBackend(st *stmt, p []byte, flags byte) error {
 		// Set before prepareStatement: a prepared CALL gets the diag
 		// marker even when the session's warning list is empty.
 		ss.execCall = isCall(sql)
-		ss.shedCheck = rt.attempt == 0 && ss.mayShed(p[0], route)
+		ss.choosing(p[0], route, rt.attempt == 0)
 		conn, err := ss.backend(route, rt.avoid, false)
-		ss.shedCheck = false
+		ss.guard.Chose()
 		if err == nil {
 			err = ss.prepareStatement(conn, route, sql, pinned)
 		}

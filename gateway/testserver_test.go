@@ -48,6 +48,7 @@ func testServer(t testing.TB, addrs []string, replicaReads bool, dial func(*back
 	srv.metrics = newMetrics(srv)
 	c := &cluster{name: "main", log: srv.log}
 	c.conf.Store(&cfg.Clusters[0])
+	c.newProtections(cl.HotRow)
 	backends := map[string]*backend{}
 	for _, addr := range addrs {
 		be := &backend{addr: addr, cluster: c}

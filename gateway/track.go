@@ -202,45 +202,10 @@ func (ss *Session) applyServerState(conn *backendConn, route querypath.Route, re
 			}
 		}
 	}
-	changedVars := false
 	if !route.SetStatement {
-		names := false
-		for _, v := range route.Vars {
-			if v.Name == "names" || v.Name == "character set" {
-				names = true
-			}
-		}
-		for _, v := range st.vars {
-			if strings.HasPrefix(v.name, "session_track_") {
-				// The client's own trackers change what it is shown
-				// (the relay applied that already, to this answer);
-				// the backend's are turned on again.
-				if !classifierNamed(route, v.name) {
-					ss.trackers = ss.trackers.With(v.name, v.value)
-				}
-				trackersOff = true
-				continue
-			}
-			if names && charsetVars[v.name] || classifierNamed(route, v.name) {
-				continue
-			}
-			if v.name == "autocommit" {
-				continue // the transaction status bits follow it
-			}
-			lit, err := sqlLiteral(v.value)
-			if err != nil {
-				add |= pinSet(querypath.PinUnreplayable)
-				continue
-			}
-			if ss.vars[v.name] != lit {
-				ss.vars[v.name] = lit
-				changedVars = true
-			}
-			m.disagreement(disagreeVariable)
-		}
-	}
-	if changedVars {
-		ss.varsChangedOn(conn)
+		pins, off := ss.applyTrackedVars(conn, route)
+		add |= pins
+		trackersOff = trackersOff || off
 	}
 	if st.changed && !explainsStateChange(route) {
 		// State the gateway cannot see or replay (a user variable set
@@ -279,6 +244,54 @@ func (ss *Session) applyServerState(conn *backendConn, route querypath.Route, re
 		}
 	}
 	return add, end
+}
+
+// applyTrackedVars records the session variables the server reported for
+// a statement on conn (not a SET the classifier parsed): what the
+// classifier missed is counted as a disagreement. It returns the pins
+// the report adds (a value that cannot be replayed) and whether the
+// client changed its own trackers (the backend's are turned on again).
+func (ss *Session) applyTrackedVars(conn *backendConn, route querypath.Route) (add pinSet, trackersOff bool) {
+	st, m := &ss.tracked, ss.srv.metrics
+	changedVars := false
+	names := false
+	for _, v := range route.Vars {
+		if v.Name == "names" || v.Name == "character set" {
+			names = true
+		}
+	}
+	for _, v := range st.vars {
+		if strings.HasPrefix(v.name, "session_track_") {
+			// The client's own trackers change what it is shown
+			// (the relay applied that already, to this answer);
+			// the backend's are turned on again.
+			if !classifierNamed(route, v.name) {
+				ss.trackers = ss.trackers.With(v.name, v.value)
+			}
+			trackersOff = true
+			continue
+		}
+		if names && charsetVars[v.name] || classifierNamed(route, v.name) {
+			continue
+		}
+		if v.name == "autocommit" {
+			continue // the transaction status bits follow it
+		}
+		lit, err := sqlLiteral(v.value)
+		if err != nil {
+			add |= pinSet(querypath.PinUnreplayable)
+			continue
+		}
+		if ss.vars[v.name] != lit {
+			ss.vars[v.name] = lit
+			changedVars = true
+		}
+		m.disagreement(disagreeVariable)
+	}
+	if changedVars {
+		ss.varsChangedOn(conn)
+	}
+	return add, trackersOff
 }
 
 // classifierNamed reports whether the classifier listed variable name
@@ -383,44 +396,17 @@ func (rs *replayState) readInsertID(conn *backendConn) error {
 // result set it sends has more results after it (at least its final OK).
 // It does not allocate: it runs for every statement.
 func isCall(sql []byte) bool {
-	w, rest := firstWord(sql)
+	w, rest := querypath.FirstWord(sql)
 	for _, k := range [...]string{"CALL", "IF", "CASE", "LOOP", "WHILE", "REPEAT"} {
-		if eqFold(w, k) {
+		if querypath.EqFold(w, k) {
 			return true
 		}
 	}
-	if eqFold(w, "BEGIN") {
-		w, _ = firstWord(rest)
-		return eqFold(w, "NOT")
+	if querypath.EqFold(w, "BEGIN") {
+		w, _ = querypath.FirstWord(rest)
+		return querypath.EqFold(w, "NOT")
 	}
 	return false
-}
-
-// firstWord returns the first word of sql (ASCII letters) and what
-// follows it.
-func firstWord(sql []byte) (word, rest []byte) {
-	i := 0
-	for i < len(sql) && (sql[i] == ' ' || sql[i] == '\t' || sql[i] == '\n' || sql[i] == '\r') {
-		i++
-	}
-	j := i
-	for j < len(sql) && sql[j]|0x20 >= 'a' && sql[j]|0x20 <= 'z' {
-		j++
-	}
-	return sql[i:j], sql[j:]
-}
-
-// eqFold reports whether b is the upper-case ASCII word k in any case.
-func eqFold(b []byte, k string) bool {
-	if len(b) != len(k) {
-		return false
-	}
-	for i := range b {
-		if b[i]&^0x20 != k[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // idleTimeout is how long the session may wait for its next command:
@@ -483,21 +469,10 @@ func minPositive(a, b time.Duration) time.Duration {
 // ReadsLastResult; replaying LAST_INSERT_ID() for them would reset what
 // they read, so the text is checked for the names that read it.
 func usesInsertID(route querypath.Route, sql []byte) bool {
-	return route.ReadsLastResult && (containsFold(sql, "LAST_INSERT_ID") || containsFold(sql, "IDENTITY")) ||
+	return route.ReadsLastResult && (querypath.ContainsFold(sql, "LAST_INSERT_ID") || querypath.ContainsFold(sql, "IDENTITY")) ||
 		route.MultiStatement ||
 		route.DML == querypath.DMLInsert || route.DML == querypath.DMLReplace ||
 		route.Pin&querypath.PinLastResult != 0 && route.DML == querypath.DMLNone
-}
-
-// containsFold reports whether s contains the upper-case ASCII word k in
-// any case. It does not allocate.
-func containsFold(s []byte, k string) bool {
-	for i := 0; i+len(k) <= len(s); i++ {
-		if s[i]&^0x20 == k[0] && eqFold(s[i:i+len(k)], k) {
-			return true
-		}
-	}
-	return false
 }
 
 // currentDatabase asks conn for its default database ("" none).

@@ -30,7 +30,7 @@ func (ss *Session) setsTxnMode(route querypath.Route) bool {
 // readsTxnMode reports whether the read sql may name @@transaction_mode:
 // one byte scan for most statements.
 func readsTxnMode(sql string) bool {
-	return strings.IndexByte(sql, '@') >= 0 && containsFold(unsafe.Slice(unsafe.StringData(sql), len(sql)), "TRANSACTION_MODE")
+	return strings.IndexByte(sql, '@') >= 0 && querypath.ContainsFold(unsafe.Slice(unsafe.StringData(sql), len(sql)), "TRANSACTION_MODE")
 }
 
 // txnModeStatement answers a SET or a SELECT of transaction_mode.

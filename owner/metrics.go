@@ -25,36 +25,28 @@ import (
 // values; table is one of the owned tables ("db.table", as discovery
 // found it), a set the schema bounds.
 
-// stmtLabel is the kind label of directgate_owner_statements_total.
-type stmtLabel uint8
-
-const (
-	// labelSequence: SELECT NEXT n VALUES.
-	labelSequence stmtLabel = iota
-	// labelMessage: an insert into or an ack of a message table.
-	labelMessage
-	// labelStream: STREAM * FROM msgs, counted when the stream ends.
-	labelStream
-	// labelOther: SHOW OWNER TABLES (gateways poll it) and statements the
-	// owner does not answer.
-	labelOther
-	numStmtLabels
-)
-
-var stmtLabelNames = [numStmtLabels]string{"sequence", "message", "stream", "other"}
-
-// labelOf is the kind label of a statement of kind k.
-func labelOf(k stmtKind) stmtLabel {
+// kindLabel is the kind label of directgate_owner_statements_total of
+// a statement of kind k: sequence (SELECT NEXT n VALUES), message (an
+// insert into or an ack of a message table), stream (STREAM * FROM msgs,
+// counted when the stream ends), other (SHOW OWNER TABLES, which gateways
+// poll, and statements the owner does not answer).
+func kindLabel(k stmtKind) string {
 	switch k {
 	case stmtNext:
-		return labelSequence
+		return "sequence"
 	case stmtInsert, stmtAck:
-		return labelMessage
+		return "message"
 	case stmtStream:
-		return labelStream
+		return "stream"
 	}
-	return labelOther
+	return "other"
 }
+
+// maxStmtKind bounds the statement kinds the counters are resolved for.
+const maxStmtKind = 16
+
+// Every statement kind has its counters (the build fails otherwise).
+var _ [maxStmtKind - stmtLogForget - 1]struct{}
 
 // loginOutcome is the outcome label of directgate_owner_logins_total.
 type loginOutcome uint8
@@ -73,8 +65,9 @@ var loginOutcomeNames = [numLoginOutcomes]string{"ok", "denied", "standby"}
 // metrics holds the Owner's registry and its hot-path counters.
 type metrics struct {
 	reg *prometheus.Registry
-	// statements is indexed by kind label, then failed (0 ok, 1 error).
-	statements [numStmtLabels][2]prometheus.Counter
+	// statements is indexed by statement kind (kinds of one label share
+	// its counters), then failed (0 ok, 1 error).
+	statements [maxStmtKind][2]prometheus.Counter
 	logins     [numLoginOutcomes]prometheus.Counter
 }
 
@@ -90,9 +83,9 @@ func newMetrics(o *Owner) *metrics {
 		Name: "directgate_owner_logins_total",
 		Help: "Gateway logins by outcome (ok; denied: not the cluster's backend_user and backend_password; standby: refused because this owner does not lead).",
 	}, []string{"outcome"})
-	for k := range numStmtLabels {
-		m.statements[k][0] = statements.WithLabelValues(stmtLabelNames[k], "ok")
-		m.statements[k][1] = statements.WithLabelValues(stmtLabelNames[k], "error")
+	for k := range stmtKind(maxStmtKind) {
+		m.statements[k][0] = statements.WithLabelValues(kindLabel(k), "ok")
+		m.statements[k][1] = statements.WithLabelValues(kindLabel(k), "error")
 	}
 	for l := range numLoginOutcomes {
 		m.logins[l] = logins.WithLabelValues(loginOutcomeNames[l])
@@ -104,7 +97,7 @@ func newMetrics(o *Owner) *metrics {
 }
 
 // statement counts one statement of kind k.
-func (m *metrics) statement(k stmtLabel, failed bool) {
+func (m *metrics) statement(k stmtKind, failed bool) {
 	i := 0
 	if failed {
 		i = 1

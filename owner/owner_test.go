@@ -230,12 +230,11 @@ func wantSQLError(t *testing.T, err error, code uint16, state string) *mysql.MyS
 	return me
 }
 
-func TestOwnerSequences(t *testing.T) {
-	freshSchema(t)
-	o := startOwner(t)
-	db := clientDB(t, o, testDB)
-	root := rootDB(t)
-
+// checkNextValues checks NEXT VALUE and NEXT n VALUES on a fresh owner:
+// one BIGINT column nextval, consecutive blocks, the block reserved ahead
+// in the table, and a configured sequence without a comment.
+func checkNextValues(t *testing.T, db, root *sql.DB) {
+	t.Helper()
 	rows, err := db.Query("SELECT NEXT VALUE FROM seq")
 	if err != nil {
 		t.Fatal(err)
@@ -261,8 +260,13 @@ func TestOwnerSequences(t *testing.T) {
 	if v := nextValue(t, db, "SELECT NEXT VALUE FROM listed_seq"); v != 1 {
 		t.Fatalf("configured sequence without comment: %d", v)
 	}
+}
 
-	// Many connections at once, two sequences, several n.
+// nextValuesConcurrently asks small_seq for values from many connections
+// at once, several n, checks that no value is handed out twice and
+// each client's values rise, and returns the highest value handed out.
+func nextValuesConcurrently(t *testing.T, db *sql.DB) int64 {
+	t.Helper()
 	const conns, per = 16, 150
 	db.SetMaxOpenConns(conns)
 	type got struct {
@@ -305,11 +309,22 @@ func TestOwnerSequences(t *testing.T) {
 	for c, r := range results {
 		check(r, fmt.Sprintf("client %d", c))
 	}
+	return highest
+}
+
+func TestOwnerSequences(t *testing.T) {
+	freshSchema(t)
+	o := startOwner(t)
+	db := clientDB(t, o, testDB)
+	root := rootDB(t)
+	checkNextValues(t, db, root)
+	highest := nextValuesConcurrently(t, db)
 
 	// The primary changes (here: the owner's account, which opens new
 	// connections with a new generation): memory is not trusted, the
 	// block is reserved again from the table.
 	before := nextValue(t, db, "SELECT NEXT VALUE FROM seq")
+	var nextID int64
 	cfg2, err := config.Parse([]byte(ownerYAML(backendUser2)))
 	if err != nil {
 		t.Fatal(err)
@@ -471,19 +486,10 @@ func ackMessages(t *testing.T, db *sql.DB, ids ...int64) {
 	}
 }
 
-func TestOwnerMessages(t *testing.T) {
-	freshSchema(t)
-	o := startOwner(t)
-	db := clientDB(t, o, testDB)
-	root := rootDB(t)
-
-	a, b := subscribe(t, o), subscribe(t, o)
-	if want := []string{"id", "time_created", "body"}; !slices.Equal(a.cols, want) {
-		t.Fatalf("streamed columns %v, want %v", a.cols, want)
-	}
-	subscribers(t, o, 2)
-
-	// 20 messages: each delivered once, shared by both subscribers.
+// deliverShared inserts 20 messages and checks that each is delivered
+// once, shared by both subscribers, then acks them.
+func deliverShared(t *testing.T, db *sql.DB, a, b *streamClient) {
+	t.Helper()
 	ids := make([]int64, 20)
 	for i := range ids {
 		ids[i] = int64(i + 1)
@@ -500,8 +506,12 @@ func TestOwnerMessages(t *testing.T) {
 		t.Fatalf("deliveries per subscriber %v: not shared", per)
 	}
 	ackMessages(t, db, ids...)
+}
 
-	// Insert to delivery latency, one message at a time.
+// logDeliveryLatency measures insert to delivery latency, one message at a
+// time, and logs its median and maximum.
+func logDeliveryLatency(t *testing.T, db *sql.DB, a, b *streamClient) {
+	t.Helper()
 	var lat []time.Duration
 	for id := int64(1000); id < 1020; id++ {
 		start := time.Now()
@@ -512,6 +522,43 @@ func TestOwnerMessages(t *testing.T) {
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	t.Logf("insert -> delivery through the owner: median %v, max %v (20 messages)", lat[len(lat)/2], lat[len(lat)-1])
+}
+
+// waitPurged waits until the acked messages are purged, after
+// vt_purge_after (1s), and fails after 8s.
+func waitPurged(t *testing.T, root *sql.DB) {
+	t.Helper()
+	deadline := time.Now().Add(8 * time.Second)
+	for {
+		var left int
+		if err := root.QueryRow("SELECT COUNT(*) FROM " + testDB + ".msgs WHERE time_acked IS NOT NULL").Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d acked messages not purged", left)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestOwnerMessages(t *testing.T) {
+	freshSchema(t)
+	o := startOwner(t)
+	db := clientDB(t, o, testDB)
+	root := rootDB(t)
+
+	a, b := subscribe(t, o), subscribe(t, o)
+	if want := []string{"id", "time_created", "body"}; !slices.Equal(a.cols, want) {
+		t.Fatalf("streamed columns %v, want %v", a.cols, want)
+	}
+	subscribers(t, o, 2)
+
+	deliverShared(t, db, a, b)
+
+	logDeliveryLatency(t, db, a, b)
 
 	// Not acked: back after the ack wait plus backoff, epoch 2.
 	// The clock starts before the insert: surely before the owner's own
@@ -534,7 +581,7 @@ func TestOwnerMessages(t *testing.T) {
 	<-a.done
 	subscribers(t, o, 1)
 	insertMessages(t, db, 200, 201, 202, 203, 204)
-	got = collect(t, 5, 5*time.Second, b)
+	got := collect(t, 5, 5*time.Second, b)
 	for id, i := range got {
 		if i != 0 {
 			t.Fatalf("message %d went to a closed subscriber", id)
@@ -552,21 +599,7 @@ func TestOwnerMessages(t *testing.T) {
 	collect(t, 1, 5*time.Second, c)
 	ackMessages(t, db, 300)
 
-	// Acked messages are purged after vt_purge_after (1s).
-	deadline := time.Now().Add(8 * time.Second)
-	for {
-		var left int
-		if err := root.QueryRow("SELECT COUNT(*) FROM " + testDB + ".msgs WHERE time_acked IS NOT NULL").Scan(&left); err != nil {
-			t.Fatal(err)
-		}
-		if left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d acked messages not purged", left)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitPurged(t, root)
 
 	// Errors: a sequence is not a message table; DELETE is not the owner's.
 	_, err := db.Exec("INSERT INTO seq (id, next_id, cache) VALUES (5, 1, 1)")

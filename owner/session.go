@@ -255,7 +255,7 @@ func (ss *session) query(q string) (end bool, err error) {
 	st := parseStatement(ss.o.parser, q)
 	ss.errSent = false
 	end, err = ss.answer(st, q)
-	ss.o.metrics.statement(labelOf(st.kind), err != nil || ss.errSent)
+	ss.o.metrics.statement(st.kind, err != nil || ss.errSent)
 	return end, err
 }
 

@@ -305,66 +305,16 @@ const (
 // an integer. MariaDB sends no NUM_FLAG.
 func (m *columnMeta) definition(schema, tbl string) (wire.Column, bool) {
 	c := wire.Column{Schema: schema, Table: tbl, Name: m.name, Charset: wire.BinaryCollation}
-	ctype := strings.ToLower(m.columnType)
-	unsigned := strings.Contains(ctype, "unsigned")
-	if m.nullable == "NO" {
-		c.Flags |= wire.FlagNotNull
-	}
-	switch m.key {
-	case "PRI":
-		c.Flags |= wire.FlagPriKey
-	case "UNI":
-		c.Flags |= wire.FlagUniqueKey
-	case "MUL":
-		c.Flags |= wire.FlagMultipleKey
-	}
-	if unsigned {
-		c.Flags |= wire.FlagUnsigned
-	}
-	if strings.Contains(ctype, "zerofill") {
-		c.Flags |= wire.FlagZerofill
-	}
-	if strings.Contains(strings.ToLower(m.extra), "auto_increment") {
-		c.Flags |= wire.FlagAutoIncrement
-	}
-	// text declares a character column converted to utf8mb4 of chars
-	// characters; binary strings keep their byte length.
-	text := func(typ byte, chars int64) {
-		c.Type = typ
-		if !m.collation.Valid {
-			c.Flags |= wire.FlagBinary
-			c.Length = clampLength(m.octets.Int64)
-			return
-		}
-		c.Charset = resultCollation
-		c.Length = clampLength(chars * resultMaxLen)
-		if strings.HasSuffix(m.collation.String, "_bin") {
-			c.Flags |= wire.FlagBinary
-		}
-	}
+	c.Flags = m.flags()
 	integer := false
 	switch dt := strings.ToLower(m.dataType); dt {
 	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint":
 		integer = true
-		c.Type, c.Length = integerType(dt, ctype)
+		c.Type, c.Length = integerType(dt, strings.ToLower(m.columnType))
 	case "decimal", "numeric":
-		c.Type, c.Decimals = wire.TypeNewDecimal, byte(m.scale.Int64)
-		c.Length = uint32(m.precision.Int64)
-		if m.scale.Int64 > 0 {
-			c.Length++
-		}
-		if !unsigned {
-			c.Length++
-		}
+		m.decimalType(&c)
 	case "float", "double", "real":
-		c.Type, c.Length, c.Decimals = wire.TypeFloat, 12, 0x1f
-		if dt != "float" {
-			c.Type, c.Length = wire.TypeDouble, 22
-		}
-		if m.scale.Valid {
-			c.Decimals = byte(m.scale.Int64)
-			c.Length = uint32(m.precision.Int64)
-		}
+		m.floatType(&c, dt)
 	case "bit":
 		c.Type, c.Length = wire.TypeBit, uint32(m.precision.Int64)
 		c.Flags |= wire.FlagUnsigned
@@ -372,32 +322,19 @@ func (m *columnMeta) definition(schema, tbl string) (wire.Column, bool) {
 		c.Type, c.Length = wire.TypeYear, 4
 		c.Flags |= wire.FlagUnsigned | wire.FlagZerofill
 	case "date", "datetime", "timestamp", "time":
-		c.Type, c.Length = wire.TypeDatetime, 19
-		switch dt {
-		case "date":
-			c.Type, c.Length = wire.TypeDate, 10
-		case "time":
-			c.Type, c.Length = wire.TypeTime, 10
-		case "timestamp":
-			c.Type = wire.TypeTimestamp
-			c.Flags |= wire.FlagUnsigned
-		}
-		if p := byte(m.timePrecision.Int64); p > 0 && dt != "date" {
-			c.Decimals, c.Length = p, c.Length+1+uint32(p)
-		}
-		c.Flags |= wire.FlagBinary
+		m.timeType(&c, dt)
 	case "char", "binary":
-		text(wire.TypeString, m.chars.Int64)
+		m.textType(&c, wire.TypeString, m.chars.Int64)
 	case "varchar", "varbinary":
-		text(wire.TypeVarString, m.chars.Int64)
+		m.textType(&c, wire.TypeVarString, m.chars.Int64)
 	case "tinytext", "text", "mediumtext", "longtext", "tinyblob", "blob", "mediumblob", "longblob", "json":
-		text(wire.TypeBlob, m.chars.Int64)
+		m.textType(&c, wire.TypeBlob, m.chars.Int64)
 		c.Flags |= wire.FlagBlob
 	case "enum":
-		text(wire.TypeString, m.chars.Int64)
+		m.textType(&c, wire.TypeString, m.chars.Int64)
 		c.Flags |= wire.FlagEnum
 	case "set":
-		text(wire.TypeString, m.chars.Int64)
+		m.textType(&c, wire.TypeString, m.chars.Int64)
 		c.Flags |= wire.FlagSet
 	case "uuid", "inet4", "inet6":
 		// MariaDB's fixed-format types, sent as text.
@@ -408,9 +345,102 @@ func (m *columnMeta) definition(schema, tbl string) (wire.Column, bool) {
 		c.Type, c.Length = wire.TypeGeometry, 1<<32-1
 		c.Flags |= wire.FlagBlob | wire.FlagBinary
 	default:
-		text(wire.TypeVarString, max(m.chars.Int64, m.octets.Int64))
+		m.textType(&c, wire.TypeVarString, max(m.chars.Int64, m.octets.Int64))
 	}
 	return c, integer
+}
+
+// unsigned reports whether the column's type is UNSIGNED.
+func (m *columnMeta) unsigned() bool {
+	return strings.Contains(strings.ToLower(m.columnType), "unsigned")
+}
+
+// flags are the definition's flags that do not depend on the data type:
+// NOT NULL, the key, UNSIGNED, ZEROFILL and AUTO_INCREMENT.
+func (m *columnMeta) flags() uint16 {
+	var f uint16
+	if m.nullable == "NO" {
+		f |= wire.FlagNotNull
+	}
+	switch m.key {
+	case "PRI":
+		f |= wire.FlagPriKey
+	case "UNI":
+		f |= wire.FlagUniqueKey
+	case "MUL":
+		f |= wire.FlagMultipleKey
+	}
+	if m.unsigned() {
+		f |= wire.FlagUnsigned
+	}
+	if strings.Contains(strings.ToLower(m.columnType), "zerofill") {
+		f |= wire.FlagZerofill
+	}
+	if strings.Contains(strings.ToLower(m.extra), "auto_increment") {
+		f |= wire.FlagAutoIncrement
+	}
+	return f
+}
+
+// decimalType declares a DECIMAL column: its precision, one more for the
+// point when it has a scale and one more for the sign unless UNSIGNED.
+func (m *columnMeta) decimalType(c *wire.Column) {
+	c.Type, c.Decimals = wire.TypeNewDecimal, byte(m.scale.Int64)
+	c.Length = uint32(m.precision.Int64)
+	if m.scale.Int64 > 0 {
+		c.Length++
+	}
+	if !m.unsigned() {
+		c.Length++
+	}
+}
+
+// floatType declares a FLOAT, DOUBLE or REAL column (dt): a declared
+// precision and scale, or the type's own width and 0x1f decimals.
+func (m *columnMeta) floatType(c *wire.Column, dt string) {
+	c.Type, c.Length, c.Decimals = wire.TypeFloat, 12, 0x1f
+	if dt != "float" {
+		c.Type, c.Length = wire.TypeDouble, 22
+	}
+	if m.scale.Valid {
+		c.Decimals = byte(m.scale.Int64)
+		c.Length = uint32(m.precision.Int64)
+	}
+}
+
+// timeType declares a DATE, DATETIME, TIMESTAMP or TIME column (dt), with
+// its fractional seconds.
+func (m *columnMeta) timeType(c *wire.Column, dt string) {
+	c.Type, c.Length = wire.TypeDatetime, 19
+	switch dt {
+	case "date":
+		c.Type, c.Length = wire.TypeDate, 10
+	case "time":
+		c.Type, c.Length = wire.TypeTime, 10
+	case "timestamp":
+		c.Type = wire.TypeTimestamp
+		c.Flags |= wire.FlagUnsigned
+	}
+	if p := byte(m.timePrecision.Int64); p > 0 && dt != "date" {
+		c.Decimals, c.Length = p, c.Length+1+uint32(p)
+	}
+	c.Flags |= wire.FlagBinary
+}
+
+// textType declares a character column of type typ converted to utf8mb4
+// of chars characters; binary strings keep their byte length.
+func (m *columnMeta) textType(c *wire.Column, typ byte, chars int64) {
+	c.Type = typ
+	if !m.collation.Valid {
+		c.Flags |= wire.FlagBinary
+		c.Length = clampLength(m.octets.Int64)
+		return
+	}
+	c.Charset = resultCollation
+	c.Length = clampLength(chars * resultMaxLen)
+	if strings.HasSuffix(m.collation.String, "_bin") {
+		c.Flags |= wire.FlagBinary
+	}
 }
 
 // clampLength fits a display length into the definition's 32 bits.

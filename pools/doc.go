@@ -68,7 +68,7 @@
 // the same few connections and the server runs fewer threads (MariaDB
 // spent a quarter more CPU per query with 8 clients rotating over 64
 // connections than over the few they needed), and the others close after
-// IdleTimeout, so a burst dials them again. The README's pool section
+// IdleTimeout, so a burst dials them again. docs/sessions.md#connection-pools
 // measures both sides.
 //
 // puddle keeps its idle seats on a stack: it always hands out the seat

@@ -69,6 +69,8 @@ type Result struct {
 	// CursorOpened is set when a COM_STMT_EXECUTE sent with Relay.Cursor
 	// opened a cursor: its rows come with COM_STMT_FETCH.
 	CursorOpened bool
+	// Bytes counts the bytes of the packets relayed to the client.
+	Bytes uint64
 	// Track holds the session-state entries (CLIENT_SESSION_TRACK) of
 	// every OK packet of the response, concatenated in order; read them
 	// with EachTrack. It points into the relay's buffer and is valid until
@@ -143,6 +145,13 @@ type Relay struct {
 	// that was sent to a server without the binary protocol (the owner)
 	// as a text query. Rows are converted one at a time as they arrive.
 	BinaryRows bool
+	// MaxRows, when not zero, cuts a result set past that many rows:
+	// OnMaxRows is called once, as the row after the last one allowed
+	// arrives, and returns the error the client gets in place of the
+	// rest of the response, which is read from the backend and dropped
+	// (the caller stops the statement there). Result.Err is that error.
+	MaxRows   uint64
+	OnMaxRows func() *SQLError
 	// scratch holds the small packets the relay builds itself, okBuf a
 	// rewritten OK packet; track and kept the session-state entries of a
 	// response and of one rewritten packet. All are reused across Runs.
@@ -177,6 +186,9 @@ type runState struct {
 	backendOKEnd    bool // the backend has CLIENT_DEPRECATE_EOF
 	// pk is the packet the run is at.
 	pk packet
+	// cut is the error of a response cut at MaxRows: the rest of it is
+	// dropped, and the client gets cut at its end.
+	cut *SQLError
 }
 
 // step is what the relay expects of the next packet of a response.
@@ -288,6 +300,13 @@ func (r *Relay) steps() error {
 			return err
 		}
 	}
+	if rs.cut != nil {
+		rs.res.Err = rs.cut
+		if err := rs.client.WritePacket(AppendERR(r.scratch[:0], rs.cut)); err != nil {
+			return &ClientError{err}
+		}
+		rs.sent++
+	}
 	if r.BeforeEnd != nil {
 		r.BeforeEnd(&rs.res)
 	}
@@ -360,6 +379,10 @@ func (r *Relay) next(pk *packet) error {
 func (r *Relay) forward(pk *packet) error {
 	rs := &r.run
 	client, backend := rs.client, rs.backend
+	if rs.cut != nil {
+		return r.drop(pk)
+	}
+	rs.res.Bytes += uint64(4 + pk.n)
 	if pk.whole {
 		rs.sent++
 		full, _ := backend.br.Peek(4 + pk.n)
@@ -401,6 +424,10 @@ func (r *Relay) drop(pk *packet) error {
 
 // write sends a packet the relay built itself.
 func (r *Relay) write(p []byte) error {
+	if r.run.cut != nil {
+		return nil
+	}
+	r.run.res.Bytes += uint64(4 + len(p))
 	if err := r.run.client.WritePacket(p); err != nil {
 		return &ClientError{err}
 	}

@@ -181,6 +181,13 @@ func (r *Relay) row(pk *packet) error {
 	if pk.isEnd {
 		return r.finish(pk, rs.kind != ResponseQuery)
 	}
+	if rs.cut != nil {
+		return r.drop(pk)
+	}
+	if r.MaxRows > 0 && rs.res.Rows >= r.MaxRows && r.OnMaxRows != nil {
+		rs.cut = r.OnMaxRows()
+		return r.drop(pk)
+	}
 	rs.res.Rows++
 	if r.BinaryRows && rs.kind == ResponseQuery {
 		return r.binaryRow(pk)
@@ -188,7 +195,11 @@ func (r *Relay) row(pk *packet) error {
 	if err := r.forward(pk); err != nil {
 		return err
 	}
-	n, err := r.forwardBuffered(math.MaxInt, true)
+	limit := math.MaxInt
+	if r.MaxRows > 0 {
+		limit = int(min(r.MaxRows-rs.res.Rows, math.MaxInt32))
+	}
+	n, err := r.forwardBuffered(limit, true)
 	rs.res.Rows += uint64(n)
 	return err
 }
@@ -203,7 +214,7 @@ func (r *Relay) forwardBuffered(max int, rows bool) (int, error) {
 	rs := &r.run
 	client, backend := rs.client, rs.backend
 	avail := backend.br.Buffered()
-	if avail < 5 || max <= 0 || rs.cont {
+	if avail < 5 || max <= 0 || rs.cont || rs.cut != nil {
 		return 0, nil
 	}
 	b, _ := backend.br.Peek(avail)
@@ -226,6 +237,7 @@ func (r *Relay) forwardBuffered(max int, rows bool) (int, error) {
 	}
 	backend.seq, client.seq = seq, cseq
 	rs.sent += count
+	rs.res.Bytes += uint64(off)
 	_, werr := client.bw.Write(b[:off])
 	if _, err := backend.br.Discard(off); err != nil {
 		return count, &BackendError{err}

@@ -13,7 +13,7 @@
 // scheduler and poller.
 //
 // Why coroutines and not a state machine per connection: the two cost the
-// same per query (README, "I/O models tried for the floor": a relay on one
+// same per query (docs/benchmarks.md, "I/O models tried for the floor": a relay on one
 // ring with a coroutine per direction against one with a state machine per
 // direction), and coroutines keep the caller's one code path, written in
 // blocking style, instead of cutting it at every wait.

@@ -1,8 +1,7 @@
-package gateway
+package protect
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -25,7 +24,7 @@ var testRow = hotKey{table: "db.t", column: "id", value: "1"}
 // Waiters get the row in the order they came, one at a time.
 func TestHotRowFIFO(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var h hotRows
+		var h HotRows
 		cfg := hotConf(1, 10, time.Minute, false)
 		if held, err := h.acquire(context.Background(), nil, testRow, cfg, nil, nil); !held || err != nil {
 			t.Fatalf("first acquire: %v %v", held, err)
@@ -49,7 +48,7 @@ func TestHotRowFIFO(t *testing.T) {
 			}()
 			synctest.Wait() // waiter i is queued before i+1 comes
 		}
-		if rows := h.protectionRows("c", &config.Cluster{HotRow: cfg}); rows[0].Active != 5 || rows[0].Total != 5 {
+		if rows := h.Rows(&config.Cluster{HotRow: cfg}); rows[0].Active != 5 || rows[0].Total != 5 {
 			t.Errorf("while queued: %+v", rows[0])
 		}
 		h.release(nil, testRow.slot(), cfg.MaxConcurrency)
@@ -57,7 +56,7 @@ func TestHotRowFIFO(t *testing.T) {
 		if fmt.Sprint(order) != "[0 1 2 3 4]" {
 			t.Errorf("order %v, want 0..4", order)
 		}
-		rows := h.protectionRows("c", &config.Cluster{HotRow: cfg})
+		rows := h.Rows(&config.Cluster{HotRow: cfg})
 		if rows[0].Active != 0 || rows[0].Total != 5 || rows[0].Mode != "on" || len(rows) != 2 || rows[1].Scope != "db.t" {
 			t.Errorf("after: %+v", rows)
 		}
@@ -70,7 +69,7 @@ func TestHotRowFIFO(t *testing.T) {
 // Past max_queue the next is refused at once with 1205 naming the row.
 func TestHotRowQueueFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var h hotRows
+		var h HotRows
 		cfg := hotConf(1, 2, time.Minute, false)
 		h.acquire(context.Background(), nil, testRow, cfg, nil, nil)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -91,7 +90,7 @@ func TestHotRowQueueFull(t *testing.T) {
 		}
 		cancel()
 		synctest.Wait()
-		rows := h.protectionRows("c", &config.Cluster{HotRow: cfg})
+		rows := h.Rows(&config.Cluster{HotRow: cfg})
 		if rows[0].Refused != 1 || rows[0].Active != 0 {
 			t.Errorf("counters %+v", rows[0])
 		}
@@ -102,7 +101,7 @@ func TestHotRowQueueFull(t *testing.T) {
 // (and then nothing holds the row on its behalf).
 func TestHotRowWaitBounds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var h hotRows
+		var h HotRows
 		cfg := hotConf(1, 5, 3*time.Second, false)
 		h.acquire(context.Background(), nil, testRow, cfg, nil, nil)
 		start := time.Now()
@@ -130,7 +129,7 @@ func TestHotRowWaitBounds(t *testing.T) {
 		if s := h.slots[testRow.slot()]; len(s.holders) != 0 || len(s.waiters) != 0 {
 			t.Errorf("slot left %+v", s)
 		}
-		rows := h.protectionRows("c", &config.Cluster{HotRow: cfg})
+		rows := h.Rows(&config.Cluster{HotRow: cfg})
 		if rows[0].Refused != 1 || rows[0].RefusedWait != 1 || rows[0].Total != 2 {
 			t.Errorf("counters %+v", rows[0])
 		}
@@ -139,14 +138,14 @@ func TestHotRowWaitBounds(t *testing.T) {
 
 // Dry run never waits: it counts what would have waited or been refused.
 func TestHotRowDryRun(t *testing.T) {
-	var h hotRows
+	var h HotRows
 	cfg := hotConf(1, 1, time.Minute, true)
 	for i := range 3 {
 		if held, err := h.acquire(context.Background(), nil, testRow, cfg, nil, nil); !held || err != nil {
 			t.Fatalf("acquire %d: %v %v", i, held, err)
 		}
 	}
-	rows := h.protectionRows("c", &config.Cluster{HotRow: cfg})
+	rows := h.Rows(&config.Cluster{HotRow: cfg})
 	if r := rows[0]; r.Mode != "dry_run" || r.DryRun != 2 || r.DryRunRefused != 1 || r.Total != 0 || r.Active != 0 {
 		t.Errorf("counters %+v", r)
 	}
@@ -162,7 +161,7 @@ func TestHotRowDryRun(t *testing.T) {
 // wait lets every waiter go.
 func TestHotRowConcurrencyAndOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var h hotRows
+		var h HotRows
 		cfg := hotConf(2, 10, time.Minute, false)
 		for range 2 {
 			if held, _ := h.acquire(context.Background(), nil, testRow, cfg, nil, nil); !held {
@@ -228,86 +227,28 @@ func TestHotKeySlot(t *testing.T) {
 	}
 }
 
-// The protections' counters reach the status page, its JSON and the
-// metrics (with a cluster label only).
-func TestProtectionsViews(t *testing.T) {
-	f := newStatusFixture(t, "fake:1")
-	c := f.srv.clusters["main"]
-	conf := *c.conf.Load()
-	conf.HotRow = hotConf(1, 0, time.Minute, false)
-	c.conf.Store(&conf)
-	if held, _ := c.hot.acquire(context.Background(), nil, testRow, conf.HotRow, nil, nil); !held {
-		t.Fatal("not admitted")
-	}
-	if held, err := c.hot.acquire(context.Background(), nil, testRow, conf.HotRow, nil, nil); held || err == nil {
-		t.Fatal("not refused")
-	}
-	_, page := f.get(t, "/debug/status")
-	for _, want := range []string{"<h2>protections</h2>", `<td class="addr">db.t</td>`, `<span class="pill ok">on</span>`} {
-		if !strings.Contains(page, want) {
-			t.Errorf("status page lacks %s", want)
-		}
-	}
-	_, js := f.get(t, "/debug/status?format=json")
-	var view struct{ Protections []ProtectionRow }
-	if err := json.Unmarshal([]byte(js), &view); err != nil {
-		t.Fatal(err)
-	}
-	// Every protection has its cluster row, off or not.
-	var names []string
-	for _, r := range view.Protections {
-		if r.Scope == "*" {
-			names = append(names, r.Protection+" "+r.Mode)
-		}
-	}
-	if got := strings.Join(names, ", "); got != "hot_row on, throttle off, consolidation off, shedding off" {
-		t.Errorf("cluster rows: %s", got)
-	}
-	var p []ProtectionRow // the other protections have their own tests
-	for _, r := range view.Protections {
-		if r.Protection == "hot_row" {
-			p = append(p, r)
-		}
-	}
-	if len(p) != 2 || p[0].Protection != "hot_row" || p[0].Scope != "*" || p[0].Refused != 1 || p[1].Scope != "db.t" {
-		t.Errorf("status JSON protections: %+v", p)
-	}
-	fams := f.scrape(t)
-	if v, ok := series(fams, "directgate_hot_row_refused_total", map[string]string{"cluster": "main", "reason": "queue_full"}); !ok || v != 1 {
-		t.Errorf("refused metric %v %v", v, ok)
-	}
-	if v, ok := series(fams, "directgate_hot_row_mode", map[string]string{"cluster": "main", "mode": "on"}); !ok || v != 1 {
-		t.Errorf("mode metric %v %v", v, ok)
-	}
-	for name, fam := range fams {
-		if strings.HasPrefix(name, "directgate_hot_row") && labelNames(fam)["table"] {
-			t.Errorf("%s has a table label", name)
-		}
-	}
-}
-
 func TestProtectionRates(t *testing.T) {
-	var pr protectionRates
+	var pr Rates
 	t0 := time.Unix(1000, 0)
-	row := func(total, refused int64) []ProtectionRow {
-		return []ProtectionRow{{Protection: "hot_row", Cluster: "main", Scope: "*", Total: total, Refused: refused},
+	row := func(total, refused int64) []Row {
+		return []Row{{Protection: "hot_row", Cluster: "main", Scope: "*", Total: total, Refused: refused},
 			{Protection: "hot_row", Cluster: "main", Scope: "db.t", Total: total}}
 	}
-	pr.record(row(0, 0), t0)
-	pr.record(row(50, 5), t0.Add(5*time.Second))
-	pr.record(row(100, 10), t0.Add(10*time.Second))
-	pr.record(row(200, 10), t0.Add(15*time.Second)) // the first sample is dropped
+	pr.Record(row(0, 0), t0)
+	pr.Record(row(50, 5), t0.Add(5*time.Second))
+	pr.Record(row(100, 10), t0.Add(10*time.Second))
+	pr.Record(row(200, 10), t0.Add(15*time.Second)) // the first sample is dropped
 	rows := row(300, 20)
-	pr.fill(rows, t0.Add(20*time.Second))
+	pr.Fill(rows, t0.Add(20*time.Second))
 	if rows[0].Rate != 250.0/15 || rows[0].RefusedRate != 15.0/15 {
 		t.Errorf("rates %v %v, want %v %v", rows[0].Rate, rows[0].RefusedRate, 250.0/15, 1.0)
 	}
 	if rows[1].Rate != 0 {
 		t.Errorf("a table row got a rate: %v", rows[1].Rate)
 	}
-	pr.record(nil, t0.Add(25*time.Second))
+	pr.Record(nil, t0.Add(25*time.Second))
 	rows = row(300, 20)
-	pr.fill(rows, t0.Add(30*time.Second))
+	pr.Fill(rows, t0.Add(30*time.Second))
 	if rows[0].Rate != 0 {
 		t.Errorf("a row that was gone kept its samples: %v", rows[0].Rate)
 	}
@@ -321,14 +262,14 @@ func TestHotRowDeadlock(t *testing.T) {
 	if other.slot() == testRow.slot() {
 		t.Fatal("test rows share a slot")
 	}
-	queued := func(h *hotRows, k hotKey) int {
+	queued := func(h *HotRows, k hotKey) int {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		return len(h.slots[k.slot()].waiters)
 	}
 	for _, conc := range []int{1, 2} {
 		t.Run(fmt.Sprint("max_concurrency=", conc), func(t *testing.T) {
-			var h hotRows
+			var h HotRows
 			cfg := hotConf(conc, 10, time.Minute, false)
 			a, b, c := &hotTxn{}, &hotTxn{}, &hotTxn{}
 			mustHold := func(txn *hotTxn, k hotKey) {
@@ -363,7 +304,7 @@ func TestHotRowDeadlock(t *testing.T) {
 				if err == nil || err.Code != 1205 || !strings.Contains(err.Message, "deadlock") {
 					t.Fatalf("b: %v, want a deadlock refusal", err)
 				}
-				if r := h.protectionRows("main", &config.Cluster{})[0]; r.RefusedDeadlock != 1 || r.Refused != 1 {
+				if r := h.Rows(&config.Cluster{})[0]; r.RefusedDeadlock != 1 || r.Refused != 1 {
 					t.Errorf("counters %+v", r)
 				}
 			} else {

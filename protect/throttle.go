@@ -1,4 +1,4 @@
-package gateway
+package protect
 
 import (
 	"context"
@@ -38,18 +38,26 @@ import (
 // matters); a replica whose SQL thread is stopped applies nothing and
 // counts as lagging twice max_lag or more.
 
-// throttle is one cluster's transaction throttling: its counters and
-// the lag last read from a discovery snapshot. The zero value is ready.
-type throttle struct {
+// Throttle is one cluster's transaction throttling: its counters and
+// the lag last read from a discovery snapshot. Made by NewThrottle.
+type Throttle struct {
+	Hooks
+	// cluster is the cluster's name; snapshot returns discovery's latest
+	// snapshot (nil without discovery) and conf the cluster's settings
+	// now.
+	cluster  string
+	snapshot func() *healthcheck.Snapshot
+	conf     func() *config.Cluster
+
 	// draw returns a number uniform in [0, 1); nil: math/rand/v2's.
 	// Tests set it.
 	draw func() float64
 	// watch, when not nil, replaces discovery as the source of the lag
 	// (tests): the lag now and a channel closed when it may change.
-	watch func() (*lagView, <-chan struct{})
+	watch func() (*Lag, <-chan struct{})
 	// view is the lag of the latest snapshot read, computed once per
 	// snapshot.
-	view atomic.Pointer[lagView]
+	view atomic.Pointer[Lag]
 
 	// delayed is the statements waiting now; delayedTotal those that
 	// waited; refused those refused after max_delay; interrupted those
@@ -60,8 +68,8 @@ type throttle struct {
 	wouldDelay, wouldRefuse atomic.Int64
 }
 
-// lagView is the replication lag of a cluster as one snapshot tells it.
-type lagView struct {
+// Lag is the replication lag of a cluster as one snapshot tells it.
+type Lag struct {
 	// snap is the snapshot it was read from.
 	snap *healthcheck.Snapshot
 	// lag is the worst known lag among the serving replicas, and
@@ -74,8 +82,8 @@ type lagView struct {
 }
 
 // lagOf reads the lag of cluster from snap.
-func lagOf(snap *healthcheck.Snapshot, cluster string) *lagView {
-	v := &lagView{snap: snap}
+func lagOf(snap *healthcheck.Snapshot, cluster string) *Lag {
+	v := &Lag{snap: snap}
 	c := snap.Cluster(cluster)
 	if c == nil {
 		return v
@@ -101,7 +109,7 @@ func lagOf(snap *healthcheck.Snapshot, cluster string) *lagView {
 // with a stopped SQL thread) for priority 50; scaled by (100-prio)/50, so
 // priority 0 is held back twice as often (always from 1.5 times
 // max_lag), priority 75 half as often and priority 100 never.
-func throttleProbability(v *lagView, maxLag time.Duration, prio int) float64 {
+func throttleProbability(v *Lag, maxLag time.Duration, prio int) float64 {
 	if maxLag <= 0 || prio >= 100 || v == nil {
 		return 0
 	}
@@ -117,27 +125,39 @@ func throttleProbability(v *lagView, maxLag time.Duration, prio int) float64 {
 	return min(ramp*float64(100-max(prio, 0))/50, 1)
 }
 
-// lag returns the cluster's replication lag now and a channel closed
+// NewThrottle returns the transaction throttling of cluster: snapshot
+// returns discovery's latest snapshot (nil without discovery), conf the
+// cluster's settings now.
+func NewThrottle(cluster string, snapshot func() *healthcheck.Snapshot, conf func() *config.Cluster) *Throttle {
+	return &Throttle{cluster: cluster, snapshot: snapshot, conf: conf}
+}
+
+// Name implements Policy.
+func (t *Throttle) Name() string { return "throttle" }
+
+// Lag returns the cluster's replication lag now and a channel closed
 // when it may have changed (a new snapshot); nil, nil without discovery.
-func (c *cluster) lag() (*lagView, <-chan struct{}) {
-	if c.thr.watch != nil {
-		return c.thr.watch()
+func (t *Throttle) Lag() (*Lag, <-chan struct{}) {
+	if t.watch != nil {
+		return t.watch()
 	}
-	h := c.health.Load()
-	if h == nil {
+	var snap *healthcheck.Snapshot
+	if t.snapshot != nil {
+		snap = t.snapshot()
+	}
+	if snap == nil {
 		return nil, nil
 	}
-	snap := h.Snapshot()
-	if v := c.thr.view.Load(); v != nil && v.snap == snap {
+	if v := t.view.Load(); v != nil && v.snap == snap {
 		return v, snap.Changed()
 	}
-	v := lagOf(snap, c.name)
-	c.thr.view.Store(v)
+	v := lagOf(snap, t.cluster)
+	t.view.Store(v)
 	return v, snap.Changed()
 }
 
 // rand draws the number a transaction's decision compares with.
-func (t *throttle) rand() float64 {
+func (t *Throttle) rand() float64 {
 	if t.draw != nil {
 		return t.draw()
 	}
@@ -153,10 +173,9 @@ func (t *throttle) rand() float64 {
 // when ctx ends (the statement context: KILL QUERY, KILL, the session's
 // end) or gone (checked every waitGoneCheck; may be nil) reports the
 // client gone.
-func (c *cluster) admit(ctx context.Context, prio int, gone func() bool) *wire.SQLError {
-	t := &c.thr
-	cfg := c.conf.Load().Throttle
-	v, changed := c.lag()
+func (t *Throttle) admit(ctx context.Context, prio int, gone func() bool) *wire.SQLError {
+	cfg := t.conf().Throttle
+	v, changed := t.Lag()
 	p := throttleProbability(v, cfg.MaxLag, prio)
 	if p == 0 {
 		return nil
@@ -170,8 +189,8 @@ func (c *cluster) admit(ctx context.Context, prio int, gone func() bool) *wire.S
 		// the lag once max_delay has passed.
 		t.wouldDelay.Add(1)
 		time.AfterFunc(cfg.MaxDelay, func() {
-			v, _ := c.lag()
-			if throttleProbability(v, c.conf.Load().Throttle.MaxLag, prio) > u {
+			v, _ := t.Lag()
+			if throttleProbability(v, t.conf().Throttle.MaxLag, prio) > u {
 				t.wouldRefuse.Add(1)
 			}
 		})
@@ -180,16 +199,16 @@ func (c *cluster) admit(ctx context.Context, prio int, gone func() bool) *wire.S
 	t.delayed.Add(1)
 	t.delayedTotal.Add(1)
 	defer t.delayed.Add(-1)
-	timeout, check, stopClocks := waitClocks(cfg.MaxDelay, gone != nil)
+	timeout, check, stopClocks := WaitClocks(cfg.MaxDelay, gone != nil)
 	defer stopClocks()
 	for {
 		select {
 		case <-changed:
-			cur := c.conf.Load().Throttle
+			cur := t.conf().Throttle
 			if cur.MaxLag == 0 || cur.DryRun {
 				return nil // turned off meanwhile
 			}
-			v, changed = c.lag()
+			v, changed = t.Lag()
 			if throttleProbability(v, cur.MaxLag, prio) <= u {
 				return nil
 			}
@@ -210,14 +229,14 @@ func (c *cluster) admit(ctx context.Context, prio int, gone func() bool) *wire.S
 
 // interruptedError counts a wait ended by KILL or the client leaving and
 // returns MariaDB's error for an interrupted statement.
-func (t *throttle) interruptedError() *wire.SQLError {
+func (t *Throttle) interruptedError() *wire.SQLError {
 	t.interrupted.Add(1)
 	return wire.NewError(1317, "70100", "Query execution was interrupted while throttled at the gateway for replica lag")
 }
 
 // cause says why v throttles: "replica A lags 7s", "replica A's SQL
 // thread is stopped".
-func (v *lagView) cause() string {
+func (v *Lag) cause() string {
 	if v == nil {
 		return "the replicas lag"
 	}
@@ -227,57 +246,52 @@ func (v *lagView) cause() string {
 	return "replica " + v.replica + " lags " + v.lag.String()
 }
 
-// throttleWrites applies transaction throttling to a statement; writes
-// says whether it would start a write transaction
-// (querypath.StartsWrite). It costs an atomic load when throttling is
-// off.
-func (ss *Session) throttleWrites(writes bool) *wire.SQLError {
-	if ss.cluster == nil || ss.cluster.conf.Load().Throttle.MaxLag == 0 || !writes || ss.txnThrottled {
+// Admit implements Policy: a statement that would start a write
+// transaction (querypath.StartsWrite) is delayed while the lag holds it
+// back. It costs an atomic load when throttling is off.
+func (t *Throttle) Admit(g *Guard, st *Statement) *wire.SQLError {
+	if st.Conf.Throttle.MaxLag == 0 || g.throttled {
 		return nil
 	}
-	if ss.status&wire.StatusInTrans != 0 && txnWrote(ss.txnState) {
+	writes := false
+	if pr := st.Prepared; pr != nil {
+		if !pr.writesChecked {
+			pr.writesChecked = true
+			pr.writes = querypath.StartsWrite(st.Route, st.SQL)
+		}
+		writes = pr.writes
+	} else {
+		writes = querypath.StartsWrite(st.Route, st.SQL)
+	}
+	if !writes {
+		return nil
+	}
+	s := g.s
+	if s.Status()&wire.StatusInTrans != 0 && txnWrote(s.TxnState()) {
 		// The server says the transaction has written (before
 		// throttling was on, or in a way the classifier missed).
-		ss.txnThrottled = true
+		g.throttled = true
 		return nil
 	}
-	c := ss.cluster
-	maxLag := c.conf.Load().Throttle.MaxLag
 	// Priority 0 is the most throttled: below its threshold nobody is.
-	if v, _ := c.lag(); throttleProbability(v, maxLag, 0) > 0 {
-		ss.proc.waiting(waitThrottle)
+	if v, _ := t.Lag(); throttleProbability(v, st.Conf.Throttle.MaxLag, 0) > 0 {
 		var e *wire.SQLError
-		ss.blocking(offloadThrottle, func() { e = c.admit(ss.statementContext(), ss.priority(), ss.client.PeerGone) })
-		ss.proc.waiting(waitNone)
+		s.Block(WaitThrottle, func() { e = t.admit(s.StatementContext(), s.Priority(), s.Gone) })
 		if e != nil {
 			return e
 		}
 	}
-	// Its transaction (if one is open, or opens) goes on unthrottled;
-	// dispatch forgets it when the transaction ends.
-	ss.txnThrottled = true
+	// Its transaction (if one is open, or opens) goes on unthrottled,
+	// until TxnEnded.
+	g.throttled = true
 	return nil
 }
 
-// throttleText applies transaction throttling to text statement sql.
-func (ss *Session) throttleText(route querypath.Route, sql string) *wire.SQLError {
-	if ss.cluster == nil || ss.cluster.conf.Load().Throttle.MaxLag == 0 {
-		return nil
+// TxnEnded implements Policy: the next transaction is throttled anew.
+func (t *Throttle) TxnEnded(g *Guard) {
+	if g.s.Status()&wire.StatusInTrans == 0 {
+		g.throttled = false
 	}
-	return ss.throttleWrites(querypath.StartsWrite(route, sql))
-}
-
-// throttleExecute applies transaction throttling to an execute of
-// prepared statement st.
-func (ss *Session) throttleExecute(st *stmt) *wire.SQLError {
-	if ss.cluster == nil || ss.cluster.conf.Load().Throttle.MaxLag == 0 {
-		return nil
-	}
-	if !st.writesChecked {
-		st.writesChecked = true
-		st.writes = querypath.StartsWrite(st.route, st.sql)
-	}
-	return ss.throttleWrites(st.writes)
 }
 
 // txnWrote reports whether the server's transaction state (session
@@ -287,37 +301,18 @@ func txnWrote(state string) bool {
 	return len(state) >= 5 && (state[3] == 'w' || state[4] == 'W')
 }
 
-// priority is the session's user's priority as configured now (a reload
-// applies to open sessions), 50 by default.
-func (ss *Session) priority() int {
-	u := ss.user
-	if ss.srv != nil && ss.srv.users.Load() != nil {
-		if cur, ok := ss.srv.user(ss.user.User); ok {
-			u = cur
-		}
-	}
-	if u.Priority == nil {
-		return config.DefaultPriority
-	}
-	return *u.Priority
-}
-
-// throttleProtection shows a cluster's throttle as a protection.
-type throttleProtection struct{ c *cluster }
-
-// protectionRows implements protection: one row for the cluster.
-func (tp throttleProtection) protectionRows(cluster string, conf *config.Cluster) []ProtectionRow {
-	t := &tp.c.thr
+// Rows implements Policy: one row for the cluster.
+func (t *Throttle) Rows(conf *config.Cluster) []Row {
 	cfg := conf.Throttle
 	mode := throttleMode(cfg)
-	r := ProtectionRow{Protection: "throttle", Cluster: cluster, Scope: "*", Mode: mode,
+	r := Row{Scope: "*", Mode: mode,
 		Active: t.delayed.Load(), Total: t.delayedTotal.Load(), Refused: t.refused.Load(), RefusedWait: t.refused.Load(),
 		DryRun: t.wouldDelay.Load(), DryRunRefused: t.wouldRefuse.Load()}
 	if mode != "off" {
-		v, _ := tp.c.lag()
+		v, _ := t.Lag()
 		r.Detail = throttleDetail(v, cfg.MaxLag)
 	}
-	return []ProtectionRow{r}
+	return []Row{r}
 }
 
 // throttleMode is the mode of throttle settings cfg: off, on or dry_run.
@@ -333,7 +328,7 @@ func throttleMode(cfg config.Throttle) string {
 
 // throttleDetail says in a few words what the lag does at the default
 // priority: "lag 7s > 5s on A, throttling 40% at priority 50".
-func throttleDetail(v *lagView, maxLag time.Duration) string {
+func throttleDetail(v *Lag, maxLag time.Duration) string {
 	switch {
 	case v == nil || v.replica == "" && v.stopped == "":
 		return "no replica lag known"
@@ -346,4 +341,19 @@ func throttleDetail(v *lagView, maxLag time.Duration) string {
 		what = "SQL thread stopped on " + v.stopped
 	}
 	return what + ", throttling " + strconv.Itoa(int(p*100+0.5)) + "% at priority 50"
+}
+
+// SetDraw replaces the uniform draws of a transaction's decision
+// (tests and simulations).
+func (t *Throttle) SetDraw(draw func() float64) { t.draw = draw }
+
+// SetLagSource replaces discovery as the source of the lag (tests and
+// simulations): watch returns the lag now and a channel closed when it
+// may change.
+func (t *Throttle) SetLagSource(watch func() (*Lag, <-chan struct{})) { t.watch = watch }
+
+// NewLag is a lag of d on replica, or, when stopped is not "", a
+// replica whose SQL thread is stopped (tests and simulations).
+func NewLag(d time.Duration, replica, stopped string) *Lag {
+	return &Lag{lag: d, replica: replica, stopped: stopped}
 }

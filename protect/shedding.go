@@ -1,4 +1,4 @@
-package gateway
+package protect
 
 import (
 	"fmt"
@@ -54,9 +54,13 @@ var shedReasonNames = [numShedReasons]string{"in_flight", "queue_wait"}
 
 func (r shedReason) String() string { return shedReasonNames[r] }
 
-// shedding is one cluster's load shedding: what it shed. The zero value
-// is ready to use.
-type shedding struct {
+// Shedding is one cluster's load shedding: what it shed. Made by
+// NewShedding.
+type Shedding struct {
+	Hooks
+	// backends lists the cluster's backends now.
+	backends func() []Backend
+
 	// shed counts the statements shed since start, by reason.
 	shed [numShedReasons]atomic.Int64
 	// byBackend counts them by backend address (rows of SHOW GATEWAY
@@ -70,7 +74,7 @@ type shedding struct {
 }
 
 // draw returns a uniform number in [0, 1).
-func (sh *shedding) draw() float64 {
+func (sh *Shedding) draw() float64 {
 	if sh.rnd != nil {
 		return sh.rnd()
 	}
@@ -78,7 +82,7 @@ func (sh *shedding) draw() float64 {
 }
 
 // count records a statement shed from backend addr for reason.
-func (sh *shedding) count(addr string, reason shedReason) {
+func (sh *Shedding) count(addr string, reason shedReason) {
 	sh.shed[reason].Add(1)
 	sh.mu.Lock()
 	if sh.byBackend == nil {
@@ -89,7 +93,7 @@ func (sh *shedding) count(addr string, reason shedReason) {
 }
 
 // total is the statements shed since start.
-func (sh *shedding) total() int64 {
+func (sh *Shedding) total() int64 {
 	var n int64
 	for i := range sh.shed {
 		n += sh.shed[i].Load()
@@ -157,70 +161,75 @@ func shedOff(cfg config.Shedding) bool {
 	return cfg.MaxInFlight <= 0 && cfg.MaxQueueWait <= 0
 }
 
-// shedStatement decides whether the statement being routed, about to
-// take a connection of backend be, is shed. A non-nil error is the
-// client's answer instead: the statement did not run. The caller checks
-// that the statement may be shed at all (Session.mayShed).
-func (ss *Session) shedStatement(be *backend) *wire.SQLError {
-	cfg := ss.cluster.conf.Load().Shedding
-	if shedOff(cfg) {
+// NewShedding returns a cluster's load shedding; backends lists the
+// cluster's backends now.
+func NewShedding(backends func() []Backend) *Shedding {
+	return &Shedding{backends: backends}
+}
+
+// Name implements Policy.
+func (sh *Shedding) Name() string { return "shedding" }
+
+// Chosen implements Policy: it decides whether the statement c, about
+// to take a connection of backend b, is shed. A non-nil error is the
+// client's answer instead: the statement did not run.
+func (sh *Shedding) Chosen(g *Guard, c Choice, conf *config.Cluster, b Backend) *wire.SQLError {
+	cfg := conf.Shedding
+	if shedOff(cfg) || !mayShed(c) {
 		return nil
 	}
-	l := shedLoad{inFlight: be.load.InFlight()}
+	s := g.s
+	l := shedLoad{inFlight: b.InFlight()}
 	if cfg.MaxQueueWait > 0 {
-		if pool, err := be.poolFor(ss.poolKey()); err == nil {
-			l.queueWait = pool.QueueWait(ss.now)
-		}
+		l.queueWait = b.QueueWait(s.Now(), s)
 	}
 	over, reason := shedOverload(cfg, l)
 	if over == 0 {
 		return nil
 	}
-	prio := ss.priority()
+	prio := s.Priority()
 	chance := shedChance(over, prio)
-	sh := &ss.cluster.shed
 	if chance == 0 || sh.draw() >= chance {
 		return nil
 	}
-	sh.count(be.addr, reason)
-	ss.log.Debug("statement shed", "backend", be.addr, "reason", reason.String(), "chance", chance, "priority", prio)
+	sh.count(b.Addr(), reason)
+	s.Logger().Debug("statement shed", "backend", b.Addr(), "reason", reason.String(), "chance", chance, "priority", prio)
 	return wire.NewError(erTooManyUserConnections, "42000",
 		"Gateway overloaded: %s, so %.0f%% of statements at priority %d are refused; this one was not run: retry it",
-		l.describe(be.addr, cfg, reason), 100*chance, prio)
+		l.describe(b.Addr(), cfg, reason), 100*chance, prio)
 }
 
-// mayShed says whether the statement of command cmd (the first byte of
-// its packet) with route may be shed: a text statement or prepared
-// execute that starts work, in a session that holds nothing on a backend
-// connection but the previous statement's result (no transaction, as
-// the server reports it, no state that pins the session).
-func (ss *Session) mayShed(cmd byte, route querypath.Route) bool {
-	if cmd != wire.ComQuery && cmd != wire.ComStmtExecute || ss.pins&^transientPins != 0 {
+// erTooManyUserConnections is ER_TOO_MANY_USER_CONNECTIONS (42000),
+// the error of a statement shed.
+const erTooManyUserConnections = 1203
+
+// mayShed says whether statement c may be shed: a text statement or
+// prepared execute that starts work, in a session that holds nothing on
+// a backend connection but the previous statement's result (no
+// transaction, as the server reports it, no state that pins the
+// session).
+func mayShed(c Choice) bool {
+	if c.Cmd != wire.ComQuery && c.Cmd != wire.ComStmtExecute || c.Pinned {
 		return false
 	}
-	switch route.Kind {
+	switch c.Kind {
 	case querypath.KindRead, querypath.KindOther, querypath.KindBegin:
 		return true
 	}
 	return false
 }
 
-// sheddingProtection is a cluster's load shedding as a protection.
-type sheddingProtection struct{ c *cluster }
-
-// protectionRows lists the shedding counters: one row for the cluster,
+// Rows implements Policy: the shedding counters: one row for the cluster,
 // then one per backend that is overloaded now or has shed statements.
 // Total and Refused both count the statements shed; Active is the
 // backends overloaded now; Detail tells how much, and the chance of
 // shedding at the default priority.
-func (p sheddingProtection) protectionRows(cluster string, conf *config.Cluster) []ProtectionRow {
-	c := p.c
+func (sh *Shedding) Rows(conf *config.Cluster) []Row {
 	cfg := conf.Shedding
 	mode := "on"
 	if shedOff(cfg) {
 		mode = "off"
 	}
-	sh := &c.shed
 	sh.mu.Lock()
 	byBackend := make(map[string]int64, len(sh.byBackend))
 	for a, n := range sh.byBackend {
@@ -228,14 +237,15 @@ func (p sheddingProtection) protectionRows(cluster string, conf *config.Cluster)
 	}
 	sh.mu.Unlock()
 	n := sh.total()
-	all := ProtectionRow{Protection: "shedding", Cluster: cluster, Scope: "*", Mode: mode, Total: n, Refused: n}
-	var rows []ProtectionRow
+	all := Row{Scope: "*", Mode: mode, Total: n, Refused: n}
+	var rows []Row
 	worst := 0.0
 	now := time.Now()
-	for addr, be := range *c.backends.Load() {
-		r := ProtectionRow{Protection: "shedding", Cluster: cluster, Scope: addr, Mode: mode, Total: byBackend[addr], Refused: byBackend[addr]}
+	for _, be := range sh.backends() {
+		addr := be.Addr()
+		r := Row{Scope: addr, Mode: mode, Total: byBackend[addr], Refused: byBackend[addr]}
 		if mode == "on" {
-			l := be.shedLoad(now)
+			l := loadOf(be, now)
 			if over, reason := shedOverload(cfg, l); over > 0 {
 				r.Active = 1
 				r.Detail = fmt.Sprintf("%s, shedding %.0f%% at priority %d", l.describe(addr, cfg, reason),
@@ -250,20 +260,14 @@ func (p sheddingProtection) protectionRows(cluster string, conf *config.Cluster)
 			rows = append(rows, r)
 		}
 	}
-	sortProtectionRows(rows)
-	return append([]ProtectionRow{all}, rows...)
+	SortRows(rows)
+	return append([]Row{all}, rows...)
 }
 
-// shedLoad reads the backend's load at now: statements in flight, and
-// the longest queue wait of its pools.
-func (be *backend) shedLoad(now time.Time) shedLoad {
-	l := shedLoad{inFlight: be.load.InFlight()}
-	if m := be.pools.Load(); m != nil {
-		for _, p := range *m {
-			l.queueWait = max(l.queueWait, p.QueueWait(now))
-		}
-	}
-	return l
+// loadOf reads backend b's load at now: statements in flight, and the
+// longest queue wait of its pools.
+func loadOf(b Backend, now time.Time) shedLoad {
+	return shedLoad{inFlight: b.InFlight(), queueWait: b.QueueWait(now, nil)}
 }
 
 // Shedding metrics, per cluster (backends in the chance gauge).
@@ -271,45 +275,43 @@ var (
 	descShedTotal = prometheus.NewDesc("directgate_shedding_shed_total",
 		"Statements refused by load shedding with error 1203, by the limit the backend was past: in_flight (shedding.max_in_flight) or queue_wait (shedding.max_queue_wait).", []string{"cluster", "reason"}, nil)
 	descShedChance = prometheus.NewDesc("directgate_shedding_chance",
-		"The probability, now, that load shedding refuses a new statement of priority 50 (the default) bound for the backend: 0 when it is within its limits, at most 0.9.", backendLabels, nil)
+		"The probability, now, that load shedding refuses a new statement of priority 50 (the default) bound for the backend: 0 when it is within its limits, at most 0.9.", []string{"cluster", "backend"}, nil)
 	descShedMode = prometheus.NewDesc("directgate_shedding_mode",
 		"Load shedding's mode: 1 for the current one of off and on.", []string{"cluster", "mode"}, nil)
 )
 
-// sheddingCollector reads the shedding metrics at scrape time.
-type sheddingCollector struct{ s *Server }
-
-// Describe implements prometheus.Collector.
-func (sc sheddingCollector) Describe(ch chan<- *prometheus.Desc) {
+// Describe implements Collector.
+func (sh *Shedding) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descShedTotal
 	ch <- descShedChance
 	ch <- descShedMode
 }
 
-// Collect implements prometheus.Collector.
-func (sc sheddingCollector) Collect(ch chan<- prometheus.Metric) {
+// Collect implements Collector.
+func (sh *Shedding) Collect(ch chan<- prometheus.Metric, name string, conf *config.Cluster) {
 	now := time.Now()
-	for _, name := range sc.s.clusterNames {
-		c := sc.s.clusters[name]
-		cfg := c.conf.Load().Shedding
-		for r := range numShedReasons {
-			ch <- prometheus.MustNewConstMetric(descShedTotal, prometheus.CounterValue, float64(c.shed.shed[r].Load()), name, r.String())
+	cfg := conf.Shedding
+	for r := range numShedReasons {
+		ch <- prometheus.MustNewConstMetric(descShedTotal, prometheus.CounterValue, float64(sh.shed[r].Load()), name, r.String())
+	}
+	off := shedOff(cfg)
+	for _, m := range []string{"off", "on"} {
+		v := 0.0
+		if off == (m == "off") {
+			v = 1
 		}
-		off := shedOff(cfg)
-		for _, m := range []string{"off", "on"} {
-			v := 0.0
-			if off == (m == "off") {
-				v = 1
-			}
-			ch <- prometheus.MustNewConstMetric(descShedMode, prometheus.GaugeValue, v, name, m)
+		ch <- prometheus.MustNewConstMetric(descShedMode, prometheus.GaugeValue, v, name, m)
+	}
+	for _, be := range sh.backends() {
+		chance := 0.0
+		if !off {
+			over, _ := shedOverload(cfg, loadOf(be, now))
+			chance = shedChance(over, config.DefaultPriority)
 		}
-		for addr, be := range *c.backends.Load() {
-			chance := 0.0
-			if !off {
-				over, _ := shedOverload(cfg, be.shedLoad(now))
-				chance = shedChance(over, config.DefaultPriority)
-			}
-			ch <- prometheus.MustNewConstMetric(descShedChance, prometheus.GaugeValue, chance, name, addr)
-		}
+		ch <- prometheus.MustNewConstMetric(descShedChance, prometheus.GaugeValue, chance, name, be.Addr())
 	}
 }
+
+// SetDraw replaces the uniform draws that decide whether a statement is
+// shed (tests and simulations).
+func (sh *Shedding) SetDraw(draw func() float64) { sh.rnd = draw }

@@ -1,4 +1,4 @@
-package gateway
+package protect
 
 import (
 	"context"
@@ -39,9 +39,16 @@ const (
 	hotRowOtherTables = "(other tables)"
 )
 
-// hotRows is one cluster's hot-row protection: the row slots, their
-// queues and the counters. The zero value is ready to use.
-type hotRows struct {
+// HotRows is one cluster's hot-row protection: the row slots, their
+// queues and the counters. Made by NewHotRows; the zero value serves
+// the engine alone (tests).
+type HotRows struct {
+	Hooks
+	// classify finds the one row a statement writes (querypath's
+	// Classifier.HotRow); conf reads the cluster's settings now.
+	classify func(sql string) (querypath.RowWrite, bool)
+	conf     func() *config.Cluster
+
 	mu     sync.Mutex
 	slots  [hotRowSlots]hotSlot
 	tables map[string]*hotRowStats
@@ -55,7 +62,7 @@ type hotSlot struct {
 }
 
 // hotWaiter is a session waiting for a slot; ready is closed when the
-// slot is handed to it (granted, set under hotRows.mu).
+// slot is handed to it (granted, set under HotRows.mu).
 type hotWaiter struct {
 	ready   chan struct{}
 	granted bool
@@ -69,10 +76,10 @@ type hotWaiter struct {
 // at once instead of after max_wait. One per session; nil in tests that
 // need no deadlock detection.
 type hotTxn struct {
-	// waiting is the slot it waits for plus one (0: none), in hotRows
-	// waitingIn; both guarded by that hotRows' mu.
+	// waiting is the slot it waits for plus one (0: none), in HotRows
+	// waitingIn; both guarded by that HotRows' mu.
 	waiting   int
-	waitingIn *hotRows
+	waitingIn *HotRows
 }
 
 // blockedBy reports whether every holder of slot i waits, directly or
@@ -80,7 +87,7 @@ type hotTxn struct {
 // end. seen bounds the search (a slot met twice is a cycle that does
 // not involve txn: not counted as blocked, which only makes detection
 // more cautious). Called with mu held.
-func (h *hotRows) blockedBy(i int, txn *hotTxn, seen map[int]bool) bool {
+func (h *HotRows) blockedBy(i int, txn *hotTxn, seen map[int]bool) bool {
 	if seen[i] {
 		return false
 	}
@@ -100,7 +107,7 @@ func (h *hotRows) blockedBy(i int, txn *hotTxn, seen map[int]bool) bool {
 	return true
 }
 
-// hotRowStats counts one table's queueing (guarded by hotRows.mu).
+// hotRowStats counts one table's queueing (guarded by HotRows.mu).
 type hotRowStats struct {
 	// queued is the number of sessions waiting now.
 	queued int64
@@ -140,7 +147,7 @@ func (k hotKey) slot() int {
 
 // statsFor returns table's counters, creating them; past hotRowTables
 // tables the rest share one entry. Called with mu held.
-func (h *hotRows) statsFor(table string) *hotRowStats {
+func (h *HotRows) statsFor(table string) *hotRowStats {
 	if h.tables == nil {
 		h.tables = map[string]*hotRowStats{}
 	}
@@ -164,7 +171,7 @@ func (h *hotRows) statsFor(table string) *hotRowStats {
 // The wait ends early when ctx ends or gone (checked every
 // waitGoneCheck; may be nil) reports the client gone. block, when not
 // nil, runs the wait (a session on a loop waits through Session.blocking).
-func (h *hotRows) acquire(ctx context.Context, txn *hotTxn, k hotKey, cfg config.HotRow, gone func() bool, block func(func())) (held bool, refusal *wire.SQLError) {
+func (h *HotRows) acquire(ctx context.Context, txn *hotTxn, k hotKey, cfg config.HotRow, gone func() bool, block func(func())) (held bool, refusal *wire.SQLError) {
 	i := k.slot()
 	h.mu.Lock()
 	s := &h.slots[i]
@@ -256,7 +263,7 @@ func (h *hotRows) acquire(ctx context.Context, txn *hotTxn, k hotKey, cfg config
 // wait waits until w is granted its slot (granted), or ctx ends, or d
 // passes (timedOut), or gone reports the client gone.
 func (w *hotWaiter) wait(ctx context.Context, d time.Duration, gone func() bool) (granted, timedOut bool) {
-	timeout, check, stopClocks := waitClocks(d, gone != nil)
+	timeout, check, stopClocks := WaitClocks(d, gone != nil)
 	defer stopClocks()
 	for {
 		select {
@@ -277,7 +284,7 @@ func (w *hotWaiter) wait(ctx context.Context, d time.Duration, gone func() bool)
 // release gives back a slot taken by acquire for txn and hands it to the
 // first waiters while fewer than limit sessions hold it (every waiter
 // when limit is 0: protection turned off meanwhile).
-func (h *hotRows) release(txn *hotTxn, i, limit int) {
+func (h *HotRows) release(txn *hotTxn, i, limit int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := &h.slots[i]
@@ -313,9 +320,9 @@ func rowName(k hotKey) string {
 	return k.column + "=" + v
 }
 
-// hotRowRows lists the counters for SHOW GATEWAY PROTECTIONS and the
-// status page: one row for the whole cluster, then one per table.
-func (h *hotRows) protectionRows(cluster string, conf *config.Cluster) []ProtectionRow {
+// Rows implements Policy: one row for the whole cluster, then one per
+// table.
+func (h *HotRows) Rows(conf *config.Cluster) []Row {
 	mode := "off"
 	switch {
 	case conf.HotRow.MaxConcurrency > 0 && bool(conf.HotRow.DryRun):
@@ -325,23 +332,55 @@ func (h *hotRows) protectionRows(cluster string, conf *config.Cluster) []Protect
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	all := ProtectionRow{Protection: "hot_row", Cluster: cluster, Scope: "*", Mode: mode}
-	rows := []ProtectionRow{}
+	all := Row{Scope: "*", Mode: mode}
+	rows := []Row{}
 	for table, st := range h.tables {
-		r := ProtectionRow{Protection: "hot_row", Cluster: cluster, Scope: table, Mode: mode,
+		r := Row{Scope: table, Mode: mode,
 			Active: st.queued, Total: st.queuedTotal, Refused: st.refusedFull + st.refusedWait + st.refusedDeadlock,
 			RefusedWait: st.refusedWait, RefusedDeadlock: st.refusedDeadlock, DryRun: st.wouldQueue, DryRunRefused: st.wouldRefuse}
-		all.add(r)
+		all.Add(r)
 		rows = append(rows, r)
 	}
-	sortProtectionRows(rows)
-	return append([]ProtectionRow{all}, rows...)
+	SortRows(rows)
+	return append([]Row{all}, rows...)
 }
+
+// NewHotRows returns a cluster's hot-row protection. classify finds the
+// one row a statement writes (querypath.Classifier.HotRow); conf reads
+// the cluster's settings now.
+func NewHotRows(classify func(sql string) (querypath.RowWrite, bool), conf func() *config.Cluster) *HotRows {
+	return &HotRows{classify: classify, conf: conf}
+}
+
+// Name implements Policy.
+func (h *HotRows) Name() string { return "hot_row" }
 
 // hotHold is a slot a session holds.
 type hotHold struct {
-	h    *hotRows
+	h    *HotRows
 	slot int
+}
+
+// hotSession is a session's part in hot-row protection: the slots its
+// transaction holds (of any cluster), given back when the transaction
+// ends, and its transaction as the slots see it, made on first use.
+type hotSession struct {
+	holds []hotHold
+	txn   *hotTxn
+}
+
+// release gives back every slot the session holds: its transaction is
+// over (or the session is).
+func (hs *hotSession) release() {
+	for _, held := range hs.holds {
+		limit := 0
+		if held.h.conf != nil {
+			limit = held.h.conf().HotRow.MaxConcurrency
+		}
+		held.h.release(hs.txn, held.slot, limit)
+	}
+	clear(hs.holds)
+	hs.holds = hs.holds[:0]
 }
 
 // hotRowCandidate says, from the route alone, whether a statement may be
@@ -355,36 +394,57 @@ func hotRowCandidate(route querypath.Route, text string) bool {
 	case querypath.DMLUpdate, querypath.DMLDelete:
 		return true
 	case querypath.DMLInsert:
-		return containsFold(sql, "DUPLICATE")
+		return querypath.ContainsFold(sql, "DUPLICATE")
 	case querypath.DMLNone:
-		return route.Kind == querypath.KindOther && containsFold(sql, "UPDATE")
+		return route.Kind == querypath.KindOther && querypath.ContainsFold(sql, "UPDATE")
 	}
 	return false
 }
 
-// hotRowEnter applies hot-row protection to the statement sql about to
-// run in database db: it finds the row it writes (its key value from
-// param when the statement is prepared) and takes that row's slot,
-// waiting for it if need be. A non-nil error is the client's answer
-// instead of the statement's. rw is the statement's RowWrite, or nil to
-// parse sql.
-func (ss *Session) hotRowEnter(db string, rw *querypath.RowWrite, param func(int) (string, bool)) *wire.SQLError {
-	c := ss.cluster
-	conf := c.conf.Load()
-	cfg := conf.HotRow
-	if cfg.MaxConcurrency == 0 {
+// Admit implements Policy: a statement that writes one row by a key
+// takes that row's slot, waiting for it if need be.
+func (h *HotRows) Admit(g *Guard, st *Statement) *wire.SQLError {
+	if st.Conf.HotRow.MaxConcurrency == 0 {
 		return nil
 	}
+	var rw *querypath.RowWrite
+	if pr := st.Prepared; pr != nil {
+		if !pr.hotChecked {
+			pr.hotChecked = true
+			if hotRowCandidate(st.Route, st.SQL) {
+				if r, ok := h.classify(st.SQL); ok {
+					pr.hot = &r
+				}
+			}
+		}
+		rw = pr.hot
+	} else if hotRowCandidate(st.Route, st.SQL) {
+		if r, ok := h.classify(st.SQL); ok {
+			rw = &r
+		}
+	}
+	if rw == nil {
+		return nil
+	}
+	return h.enter(g, st, rw)
+}
+
+// enter finds the rows rw writes (its key values from st.Param when the
+// statement is prepared) and takes their slots, waiting for them if need
+// be. A non-nil error is the client's answer instead of the statement's.
+func (h *HotRows) enter(g *Guard, st *Statement, rw *querypath.RowWrite) *wire.SQLError {
+	cfg := st.Conf.HotRow
 	table := rw.Table
 	if !strings.Contains(table, ".") {
-		if db == "" {
+		if st.DB == "" {
 			return nil // no database: the statement fails on its own
 		}
-		table = db + "." + table
+		table = st.DB + "." + table
 	}
-	keys, err := c.keyColumns(ss, table)
+	s := g.s
+	keys, err := s.KeyColumns(table)
 	if err != nil {
-		ss.log.Debug("hot_row: cannot read the table's keys", "table", table, "error", err)
+		s.Logger().Debug("hot_row: cannot read the table's keys", "table", table, "error", err)
 		return nil
 	}
 	// The row of an UPDATE, DELETE or SELECT is named by its first key
@@ -399,7 +459,10 @@ func (ss *Session) hotRowEnter(db string, rw *querypath.RowWrite, param func(int
 		v := eq.Value
 		if eq.Param >= 0 {
 			var ok bool
-			if v, ok = param(eq.Param); !ok {
+			if st.Params == nil {
+				continue
+			}
+			if v, ok = st.Params.Param(eq.Param); !ok {
 				continue // NULL (or unreadable): no row
 			}
 		}
@@ -409,29 +472,25 @@ func (ss *Session) hotRowEnter(db string, rw *querypath.RowWrite, param func(int
 		}
 	}
 	slices.SortFunc(rows, func(a, b hotKey) int { return a.slot() - b.slot() })
+	hs := &g.hot
+	block := func(fn func()) { s.Block(WaitHotRow, fn) }
 next:
 	for j, k := range rows {
 		i := k.slot()
 		if j > 0 && rows[j-1].slot() == i {
 			continue
 		}
-		for _, held := range ss.hotHeld {
-			if held.h == &c.hot && held.slot == i {
+		for _, held := range hs.holds {
+			if held.h == h && held.slot == i {
 				continue next // this transaction holds the row already
 			}
 		}
-		ss.proc.waiting(waitHotRow)
-		if ss.hotTxn == nil {
-			ss.hotTxn = &hotTxn{}
+		if hs.txn == nil {
+			hs.txn = &hotTxn{}
 		}
-		var block func(func()) // on a goroutine the wait just runs
-		if ss.task != nil {
-			block = func(fn func()) { ss.blocking(offloadHotRow, fn) }
-		}
-		held, refusal := c.hot.acquire(ss.statementContext(), ss.hotTxn, k, cfg, ss.client.PeerGone, block)
-		ss.proc.waiting(waitNone)
+		held, refusal := h.acquire(s.StatementContext(), hs.txn, k, cfg, s.Gone, block)
 		if held {
-			ss.hotHeld = append(ss.hotHeld, hotHold{h: &c.hot, slot: i})
+			hs.holds = append(hs.holds, hotHold{h: h, slot: i})
 		}
 		if refusal != nil {
 			return refusal
@@ -440,138 +499,34 @@ next:
 	return nil
 }
 
-// hotRowText applies hot-row protection to text statement sql.
-func (ss *Session) hotRowText(route querypath.Route, sql string) *wire.SQLError {
-	if ss.cluster == nil || ss.cluster.conf.Load().HotRow.MaxConcurrency == 0 || !hotRowCandidate(route, sql) {
-		return nil
-	}
-	rw, ok := ss.srv.classifier.HotRow(sql)
-	if !ok {
-		return nil
-	}
-	return ss.hotRowEnter(ss.db, &rw, nil)
-}
-
-// hotRowExecute applies hot-row protection to an execute (packet p) of
-// prepared statement st.
-func (ss *Session) hotRowExecute(st *stmt, p []byte) *wire.SQLError {
-	if ss.cluster == nil || ss.cluster.conf.Load().HotRow.MaxConcurrency == 0 {
-		return nil
-	}
-	if !st.hotChecked {
-		st.hotChecked = true
-		if hotRowCandidate(st.route, st.sql) {
-			if rw, ok := ss.srv.classifier.HotRow(st.sql); ok {
-				st.hot = &rw
-			}
-		}
-	}
-	if st.hot == nil {
-		return nil
-	}
-	var params []wire.Param
-	param := func(i int) (string, bool) {
-		if params == nil {
-			var err error
-			params, err = wire.ParseExecuteParams(p, int(st.params), st.types, st.longDataOf)
-			if err != nil {
-				return "", false
-			}
-		}
-		if i >= len(params) || params[i].Null {
-			return "", false
-		}
-		lf := literalFormat{noBackslash: ss.status&wire.StatusNoBackslashEscapes != 0, charset: ss.backslashCharset()}
-		lit, sqlErr := lf.literal(params[i])
-		if sqlErr != nil {
-			return "", false
-		}
-		if len(lit) >= 2 && lit[0] == '\'' && lit[len(lit)-1] == '\'' {
-			lit = lit[1 : len(lit)-1] // a string: its contents, as the text path keys it
-		}
-		return lit, true
-	}
-	return ss.hotRowEnter(st.db, st.hot, param)
-}
-
-// hotRowsEnd gives the session's rows back when the statement's final OK
-// or EOF (res) says no transaction is open any more. It runs in the
-// relay's BeforeEnd (endHook): before that packet reaches the client, so
-// a client that ends its transaction and at once starts the next one on
-// another connection finds the row free. (After an error the rows are
-// given back once the session has asked the server, in dispatch.)
-func (ss *Session) hotRowsEnd(res *wire.Result) {
-	if res.Err == nil && res.Status&(wire.StatusInTrans|wire.StatusMoreResults) == 0 {
-		ss.releaseHotRows()
+// AnswerEnded implements Policy: the session's rows are given back when
+// a statement's final OK or EOF (res) says no transaction is open any
+// more, before that packet reaches the client, so a client that ends its
+// transaction and at once starts the next one on another connection
+// finds the row free. (After an error the rows are given back once the
+// session has asked the server: TxnEnded.)
+func (h *HotRows) AnswerEnded(g *Guard, res *wire.Result) {
+	if g.kind == wire.ResponseQuery && res.Err == nil && res.Status&(wire.StatusInTrans|wire.StatusMoreResults) == 0 {
+		g.hot.release()
 	}
 }
 
-// releaseHotRows gives back every row slot the session holds: its
-// transaction is over (or the session is).
-func (ss *Session) releaseHotRows() {
-	limit := 0
-	if ss.cluster != nil {
-		limit = ss.cluster.conf.Load().HotRow.MaxConcurrency
-	}
-	for _, held := range ss.hotHeld {
-		held.h.release(ss.hotTxn, held.slot, limit)
-	}
-	clear(ss.hotHeld)
-	ss.hotHeld = ss.hotHeld[:0]
-}
+// TxnEnded implements Policy: the transaction's rows are free for the
+// next ones.
+func (h *HotRows) TxnEnded(g *Guard) { g.hot.release() }
 
-// keyColumns returns the columns of table "db.table" that are a
-// single-column primary or unique key, lower case, asking the primary
-// the first time. The cache is bounded (emptied when full) and emptied by
-// a reload.
-// changesSchema reports whether sql, a statement that commits implicitly
+// ChangesSchema reports whether sql, a statement that commits implicitly
 // (querypath.Route.ImplicitCommit), may change a table's keys: it starts
 // with ALTER, CREATE, DROP, RENAME or TRUNCATE (a leading comment hides
-// it: the cache is then forgotten at the next reload).
-func changesSchema(sql string) bool {
-	w, _ := firstWord(unsafe.Slice(unsafe.StringData(sql), len(sql)))
+// it: the cache of keys is then forgotten at the next reload). Hot-row
+// protection learns a table's keys once, so the session forgets them
+// after such a statement.
+func ChangesSchema(sql string) bool {
+	w, _ := querypath.FirstWord(unsafe.Slice(unsafe.StringData(sql), len(sql)))
 	for _, k := range [...]string{"ALTER", "CREATE", "DROP", "RENAME", "TRUNCATE"} {
-		if eqFold(w, k) {
+		if querypath.EqFold(w, k) {
 			return true
 		}
 	}
 	return false
-}
-
-func (c *cluster) keyColumns(ss *Session, table string) (map[string]bool, error) {
-	c.keyMu.Lock()
-	keys, ok := c.keys[table]
-	c.keyMu.Unlock()
-	if ok {
-		return keys, nil
-	}
-	keys = map[string]bool{}
-	err := c.queryPrimary(ss, "SELECT MIN(COLUMN_NAME) FROM information_schema.STATISTICS WHERE "+tableIs(table)+
-		" AND NON_UNIQUE = 0 GROUP BY INDEX_NAME HAVING COUNT(*) = 1", func(row [][]byte) {
-		if len(row) == 1 && row[0] != nil {
-			keys[strings.ToLower(string(row[0]))] = true
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	c.keyMu.Lock()
-	if c.keys == nil || len(c.keys) >= maxKeyTables {
-		c.keys = map[string]map[string]bool{}
-	}
-	c.keys[table] = keys
-	c.keyMu.Unlock()
-	return keys, nil
-}
-
-// maxKeyTables bounds the tables whose keys a cluster remembers.
-const maxKeyTables = 10000
-
-// forgetKeys empties the key column cache: on a reload, and after a
-// statement through the gateway that may have changed a table's keys
-// (ALTER, CREATE, DROP, RENAME, TRUNCATE).
-func (c *cluster) forgetKeys() {
-	c.keyMu.Lock()
-	c.keys = nil
-	c.keyMu.Unlock()
 }
