@@ -25,6 +25,9 @@ type Config struct {
 	Refresh time.Duration
 	// MaxAccounts bounds the rows kept.
 	MaxAccounts int
+	// Tick is how often Run calls its after function at least; 0: every
+	// Refresh.
+	Tick time.Duration
 }
 
 // missSpacing is the least time between two loads caused by logins that
@@ -73,23 +76,33 @@ func New(conf Config, load Loader, log hclog.Logger) *Cache {
 func (c *Cache) SetConfig(conf Config) { c.conf.Store(&conf) }
 
 // Run loads the accounts every Refresh and whenever nudged, while
-// enabled, and calls after each time (enabled or not), until stop is
-// closed.
+// enabled, and calls after every Tick and after each load (enabled or
+// not), until stop is closed.
 func (c *Cache) Run(stop <-chan struct{}, after func()) {
+	var last time.Time
+	load := true
 	for {
-		if c.conf.Load().Enabled {
+		conf := c.conf.Load()
+		if load && conf.Enabled {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			_ = c.reload(ctx, false)
 			cancel()
+			last = time.Now()
 		}
 		after()
-		t := time.NewTimer(c.conf.Load().Refresh)
+		wait := conf.Refresh - time.Since(last)
+		if conf.Tick > 0 && conf.Tick < wait {
+			wait = conf.Tick
+		}
+		t := time.NewTimer(max(wait, 0))
 		select {
 		case <-stop:
 			t.Stop()
 			return
 		case <-c.nudge:
+			load = true
 		case <-t.C:
+			load = time.Since(last) >= conf.Refresh
 		}
 		t.Stop()
 	}

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 // rowsLoader answers Query with the rows of *rows (user, host, auth,
@@ -55,4 +57,28 @@ func TestCacheLookup(t *testing.T) {
 	if _, ok, _ := c.Lookup(ctx, "c", lo); ok {
 		t.Error("a row past max_accounts was loaded")
 	}
+}
+
+// TestCacheRun: the loop loads every Refresh and on a change, and calls
+// its after function every Tick in between (virtual time).
+func TestCacheRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rows := [][4]string{{"a", "%", "", "0"}}
+		loads, afters := 0, 0
+		c := New(Config{Enabled: true, Refresh: time.Minute, MaxAccounts: 10, Tick: 10 * time.Second}, rowsLoader(&rows, &loads), nil)
+		stop := make(chan struct{})
+		go c.Run(stop, func() { afters++ })
+		time.Sleep(65 * time.Second)
+		synctest.Wait()
+		if loads != 2 || afters != 7 {
+			t.Errorf("after 65s: %d loads, %d sweeps; want 2, 7 (at 0s to 60s)", loads, afters)
+		}
+		c.Changing()()
+		synctest.Wait()
+		if loads != 3 {
+			t.Errorf("a change did not load at once: %d loads", loads)
+		}
+		close(stop)
+		synctest.Wait()
+	})
 }

@@ -59,7 +59,9 @@ func (s *Server) newMDBAccounts(conf config.MariaDBAccounts) *mdbAccounts {
 }
 
 func cacheConfig(c config.MariaDBAccounts) accounts.Config {
-	return accounts.Config{Enabled: c.Enabled, Refresh: c.Refresh, MaxAccounts: c.MaxAccounts}
+	// The pools are swept at least every pool_idle (and every second
+	// at most).
+	return accounts.Config{Enabled: c.Enabled, Refresh: c.Refresh, MaxAccounts: c.MaxAccounts, Tick: max(c.PoolIdle, time.Second)}
 }
 
 // setConfig applies a reloaded mariadb_accounts.
