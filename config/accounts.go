@@ -39,11 +39,10 @@ type MariaDBAccounts struct {
 	PoolIdle time.Duration `yaml:"pool_idle"`
 }
 
-// applyDefaults fills in the defaults of mariadb_accounts.
-func (m *MariaDBAccounts) applyDefaults(clusters []Cluster) {
-	if m.Cluster == "" && len(clusters) > 0 {
-		m.Cluster = clusters[0].Name
-	}
+// applyDefaults fills in the defaults of mariadb_accounts. Cluster stays
+// empty when unset (the first cluster, resolved by the gateway: with
+// topology.etcd the clusters come later).
+func (m *MariaDBAccounts) applyDefaults() {
 	if m.Refresh == 0 {
 		m.Refresh = 30 * time.Second
 	}
@@ -73,7 +72,7 @@ func (m *MariaDBAccounts) validate(clusters []Cluster, bad func(key, format stri
 	if m.PoolIdle < 0 {
 		bad(k+".pool_idle", "must not be negative")
 	}
-	if !m.Enabled || len(clusters) == 0 {
+	if !m.Enabled || len(clusters) == 0 || m.Cluster == "" {
 		return
 	}
 	for _, c := range clusters {

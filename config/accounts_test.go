@@ -12,7 +12,7 @@ func TestMariaDBAccountsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := c.MariaDBAccounts
-	if m.Enabled || m.Cluster != "main" || m.Refresh != 30*time.Second || m.MaxAccounts != 10000 || m.MaxPools != 1000 || m.PoolIdle != time.Minute {
+	if m.Enabled || m.Cluster != "" || m.Refresh != 30*time.Second || m.MaxAccounts != 10000 || m.MaxPools != 1000 || m.PoolIdle != time.Minute {
 		t.Errorf("mariadb_accounts defaults: %+v", m)
 	}
 }

@@ -96,6 +96,15 @@ func (s *Server) stopMDBAccounts() {
 	a.group.Wait()
 }
 
+// accountsCluster is mariadb_accounts.cluster, by default the first
+// cluster.
+func (s *Server) accountsCluster() string {
+	if c := s.accts.conf.Load().Cluster; c != "" || len(s.clusterNames) == 0 {
+		return c
+	}
+	return s.clusterNames[0]
+}
+
 // accountsBackend is where the accounts of cluster are read and checked:
 // its primary, or while it has none (read_only turned on, a failover) a
 // serving replica, which has the same accounts when they replicate.
@@ -117,7 +126,7 @@ func (s *Server) accountsBackend(cluster string) (*backend, error) {
 // mariadb_accounts.cluster (accountsBackend) with the cluster's backend
 // account.
 func (s *Server) loadAccounts(ctx context.Context, query string, fn func([][]byte)) error {
-	be, err := s.accountsBackend(s.accts.conf.Load().Cluster)
+	be, err := s.accountsBackend(s.accountsCluster())
 	if err != nil {
 		return err
 	}
@@ -258,7 +267,8 @@ func (ss *Session) admitAccount(name string, row accounts.Row, stage1 []byte, de
 	k := acct.key
 	k.foundRows = ss.caps&wire.CapFoundRows != 0
 	var err error
-	ss.blocking(offloadOwnQuery, func() { err = ss.srv.tryAccount(ss.context(), conf.Cluster, k) })
+	cluster := ss.srv.accountsCluster()
+	ss.blocking(offloadOwnQuery, func() { err = ss.srv.tryAccount(ss.context(), cluster, k) })
 	if err != nil {
 		ss.srv.accts.pools.Leave(acct.key, time.Now())
 		var sqlErr *wire.SQLError
@@ -277,7 +287,7 @@ func (ss *Session) admitAccount(name string, row accounts.Row, stage1 []byte, de
 		return config.User{}, nil, toClientError(err), nil
 	}
 	prio := config.DefaultPriority
-	u := config.User{User: name, BackendUser: name, Cluster: conf.Cluster, TransactionMode: config.TxnSingle, Priority: &prio}
+	u := config.User{User: name, BackendUser: name, Cluster: cluster, TransactionMode: config.TxnSingle, Priority: &prio}
 	return u, acct, nil, nil
 }
 
