@@ -90,7 +90,10 @@ func (c *Cache) Run(stop <-chan struct{}, after func()) {
 			last = time.Now()
 		}
 		after()
-		wait := conf.Refresh - time.Since(last)
+		wait := conf.Refresh
+		if conf.Enabled {
+			wait -= time.Since(last)
+		}
 		if conf.Tick > 0 && conf.Tick < wait {
 			wait = conf.Tick
 		}

@@ -82,3 +82,23 @@ func TestCacheRun(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// TestCacheRunOff: off, the loop reads nothing and calls its after
+// function every Tick, no more (it once spun: the wait counted from a load
+// that never happened).
+func TestCacheRunOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rows [][4]string
+		loads, afters := 0, 0
+		c := New(Config{Refresh: time.Minute, MaxAccounts: 10, Tick: 10 * time.Second}, rowsLoader(&rows, &loads), nil)
+		stop := make(chan struct{})
+		go c.Run(stop, func() { afters++ })
+		time.Sleep(65 * time.Second)
+		synctest.Wait()
+		if loads != 0 || afters != 7 {
+			t.Errorf("after 65s off: %d loads, %d sweeps; want 0, 7", loads, afters)
+		}
+		close(stop)
+		synctest.Wait()
+	})
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/internal/safego"
+	"github.com/directgate/directgate/pools"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
 )
@@ -158,7 +159,11 @@ func (s *Server) sweepAccountPools() {
 	}
 	for _, name := range s.clusterNames {
 		for _, be := range *s.clusters[name].backends.Load() {
-			be.prune(keep)
+			drop := false
+			be.eachPool(func(k poolKey, _ *pools.Pool[*backendConn]) { drop = drop || !keep(k) })
+			if drop {
+				be.prune(keep)
+			}
 			be.pruneKillers(keep)
 		}
 	}
