@@ -218,8 +218,19 @@ const Query = "SELECT User, Host, JSON_VALUE(Priv, '$.plugin'), JSON_VALUE(Priv,
 	"JSON_VALUE(Priv, '$.access'), JSON_VALUE(Priv, '$.account_locked'), JSON_VALUE(Priv, '$.is_role'), " +
 	"JSON_EXISTS(Priv, '$.auth_or') FROM mysql.global_priv"
 
-// read runs Query, keeping at most max rows.
+// read runs Query, keeping at most max rows, twice when the first try
+// fails: a pooled connection may have died since its last use (a server
+// restart, KILL), and the second try gets another.
 func (c *Cache) read(ctx context.Context, max int) ([]Row, error) {
+	rows, err := c.readOnce(ctx, max)
+	if err != nil && ctx.Err() == nil {
+		rows, err = c.readOnce(ctx, max)
+	}
+	return rows, err
+}
+
+// readOnce runs Query once.
+func (c *Cache) readOnce(ctx context.Context, max int) ([]Row, error) {
 	var rows []Row
 	over := false
 	err := c.load(ctx, fmt.Sprintf("%s LIMIT %d", Query, max+1), func(v [][]byte) {

@@ -2,6 +2,7 @@ package accounts
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
@@ -101,4 +102,27 @@ func TestCacheRunOff(t *testing.T) {
 		close(stop)
 		synctest.Wait()
 	})
+}
+
+// TestCacheReadRetries: a load that fails (a pooled connection killed
+// since its last use, make compat's restore) is tried once more, its
+// partial rows dropped.
+func TestCacheReadRetries(t *testing.T) {
+	rows := [][4]string{{"a", "%", "", "0"}, {"b", "%", "", "0"}}
+	loads := 0
+	ok := rowsLoader(&rows, &loads)
+	c := New(Config{Enabled: true, Refresh: time.Minute, MaxAccounts: 10}, func(ctx context.Context, q string, fn func([][]byte)) error {
+		if loads == 0 {
+			loads++
+			fn([][]byte{[]byte("a"), []byte("%"), []byte(NativePassword), nil, nil, nil, nil, []byte("0")})
+			return errors.New("EOF")
+		}
+		return ok(ctx, q, fn)
+	}, nil)
+	if _, found, err := c.Lookup(context.Background(), "b", netip.MustParseAddr("127.0.0.1")); !found || err != nil {
+		t.Fatalf("b: %v %v", found, err)
+	}
+	if n := len(*c.rows.Load()); n != 2 || loads != 2 {
+		t.Errorf("%d rows after %d loads; want 2, 2", n, loads)
+	}
 }
