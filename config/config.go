@@ -98,6 +98,9 @@ type Config struct {
 	// Auth configures client logins: the greeting's auth plugin and the
 	// RSA key of caching_sha2_password.
 	Auth Auth `yaml:"auth"`
+	// MariaDBAccounts lets MariaDB's own accounts log in (off by
+	// default; see MariaDBAccounts).
+	MariaDBAccounts MariaDBAccounts `yaml:"mariadb_accounts"`
 	// Topology says where clusters and users come from: this file (the
 	// default) or etcd (topology.etcd), for a fleet of gateways.
 	Topology TopologySource `yaml:"topology"`

@@ -14,6 +14,7 @@ var defaulters = []func(*Config){
 	defaultHealth,
 	defaultClusters,
 	func(c *Config) { c.QueryStats.applyDefaults() },
+	func(c *Config) { c.MariaDBAccounts.applyDefaults() },
 }
 
 // ApplyDefaults fills every unset key with its default.

@@ -23,6 +23,7 @@ var validators = []func(*Config, *problems){
 	checkUsers,
 	checkTwoPC,
 	checkQueryInsight,
+	func(c *Config, p *problems) { c.MariaDBAccounts.validate(c.Clusters, p.bad) },
 }
 
 // checkQueryInsight checks query_stats and query_rules (queryinsight.go).
@@ -390,8 +391,8 @@ func (pl Pool) validate(k string, p *problems) {
 // each user's name, connections, backend account, cluster and
 // transaction_mode.
 func checkUsers(c *Config, p *problems) {
-	if len(c.Users) == 0 && !c.pendingTopology() {
-		p.bad("users", "at least one user is required")
+	if len(c.Users) == 0 && !c.pendingTopology() && !c.MariaDBAccounts.Enabled {
+		p.bad("users", "at least one user is required (or mariadb_accounts.enabled)")
 	}
 	names := c.clusterNames()
 	users := map[string]bool{}

@@ -63,23 +63,23 @@ func (ss *Session) handshake() error {
 		return errInsecureTransport
 	}
 	ss.caps = resp.Caps & wire.ServerCaps
-	user, known := ss.srv.user(resp.User)
 	// caching_sha2_password may go on with more packets (fast path or
 	// full authentication); ss.client.TLS() decides how the password
 	// travels.
-	ok, err := ss.checkPassword(plugin, resp.User, salt, answer, user, known)
+	user, acct, refusal, err := ss.checkLogin(plugin, resp.User, salt, answer)
 	if err != nil {
 		return err
 	}
-	if !ok {
-		return ss.denied(resp.User, len(answer) > 0)
+	if refusal != nil {
+		return ss.denied(resp.User, refusal)
 	}
 	if e := ss.srv.admitUser(ss, user); e != nil {
 		ss.log.Warn("login refused: user connection limit", "user", user.User, "max_connections", user.MaxConnections)
+		ss.leaveLogin(acct)
 		ss.writeErr(e)
 		return errUserLimit
 	}
-	ss.user = user
+	ss.user, ss.account = user, acct
 	ss.attrs = resp.AttrList // before owner: others read it once they see an owner
 	ss.owner.Store(&user.User)
 	ss.endParked()
@@ -162,12 +162,10 @@ func (ss *Session) checkPassword(plugin, name string, salt, answer []byte, user 
 	return ss.srv.auth.Check(ss.client, plugin, name, salt, answer, user.Password, known)
 }
 
-// denied refuses a login with MariaDB's error and logs it without the
-// password.
-func (ss *Session) denied(user string, withPassword bool) error {
-	ss.log.Warn("login refused", "user", user)
+// denied refuses a login with MariaDB's error (checkLogin logged why).
+func (ss *Session) denied(user string, refusal *wire.SQLError) error {
 	ss.authFailed(user) // a guessing client gets each answer late
-	ss.writeErr(accessDenied(ss, user, withPassword))
+	ss.writeErr(refusal)
 	return errAuthFailed
 }
 

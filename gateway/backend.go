@@ -88,6 +88,14 @@ type poolKey struct {
 	// new credentials apply to that pool.
 	user, password string
 	foundRows      bool
+	// For a MariaDB account (mariadb_accounts): hashed says password is
+	// SHA1(password) (mysql_native_password's stage 1), host is the
+	// account row's Host and version its version (accounts.Row); anon
+	// says the row is the anonymous account (''), not user's. Version 0:
+	// not such an account.
+	hashed, anon bool
+	host         string
+	version      uint64
 }
 
 // backend is one backend server of a cluster: its pools and the load the
@@ -576,6 +584,9 @@ func (c *cluster) dial(ctx context.Context, be *backend, k poolKey) (*backendCon
 		User: user, Password: password,
 		Attrs: map[string]string{"program_name": "directgate"},
 	}
+	if k.hashed {
+		o.Password, o.PasswordSHA1 = "", []byte(password)
+	}
 	if k.foundRows {
 		o.Caps |= wire.CapFoundRows
 	}
@@ -604,8 +615,12 @@ func (c *cluster) dial(ctx context.Context, be *backend, k poolKey) (*backendCon
 		user: user, password: password, key: k, insertIDKnown: true,
 		globals: globals,
 	}
-	if err := c.initSession(conn); err != nil {
-		if errors.As(err, new(*wire.SQLError)) {
+	err = c.initSession(conn)
+	if err == nil {
+		err = checkAccountHost(conn, k)
+	}
+	if err != nil {
+		if errors.As(err, new(*wire.SQLError)) || errors.As(err, new(*accountHostError)) {
 			bc.Quit() // refused, at rest
 		} else {
 			bc.Close()
@@ -777,7 +792,11 @@ func (bc *backendConn) forgetSession(db string) {
 // changeUserNoDB logs the connection in again without a default database,
 // the only way to clear one.
 func (bc *backendConn) changeUserNoDB() error {
-	if err := bc.ChangeUser(bc.user, bc.password, ""); err != nil {
+	change := bc.ChangeUser
+	if bc.key.hashed {
+		change = func(user, sha1, db string) error { return bc.ChangeUserSHA1(user, []byte(sha1), db) }
+	}
+	if err := change(bc.user, bc.password, ""); err != nil {
 		return err
 	}
 	bc.forgetSession("")

@@ -27,7 +27,7 @@ clusters: [{name: main, backend_user: g, backend_password: gp, backends: ["127.0
 	be := &backend{addr: "127.0.0.1:1", cluster: c}
 	t.Cleanup(be.close)
 	keyOf := func(u config.User, caps uint32) poolKey {
-		ss := &Session{user: u, cluster: c, clientSide: clientSide{caps: caps}}
+		ss := &Session{identity: identity{user: u}, cluster: c, clientSide: clientSide{caps: caps}}
 		return ss.poolKey()
 	}
 	if k := keyOf(cfg.Users[0], 0); k != (poolKey{}) {

@@ -20,7 +20,6 @@ func (ss *Session) comChangeUser(p []byte) error {
 		ss.writeErr(wire.NewError(mysqlserver.ErMalformedPacket, "08S01", "Malformed communication packet"))
 		return err
 	}
-	user, known := ss.srv.user(req.User)
 	plugin, answer := req.Plugin, req.Auth
 	if ss.caps&wire.CapPluginAuth == 0 || plugin == "" {
 		plugin = wire.NativePassword
@@ -37,17 +36,17 @@ func (ss *Session) comChangeUser(p []byte) error {
 			return err
 		}
 	}
-	ok, err := ss.checkPassword(plugin, req.User, ss.salt, answer, user, known)
+	user, acct, refusal, err := ss.checkLogin(plugin, req.User, ss.salt, answer)
 	if err != nil {
 		return err
 	}
-	if !ok {
-		ss.log.Warn("change user refused", "user", req.User)
+	if refusal != nil {
 		ss.authFailed(req.User)
-		return ss.writeErr(accessDenied(ss, req.User, len(answer) > 0))
+		return ss.writeErr(refusal)
 	}
 	if e := ss.srv.admitUser(ss, user); e != nil {
 		ss.log.Warn("change user refused: user connection limit", "user", user.User)
+		ss.leaveLogin(acct)
 		return ss.writeErr(e)
 	}
 	// A fresh session: the old one's connection is reset and released
@@ -55,7 +54,8 @@ func (ss *Session) comChangeUser(p []byte) error {
 	ss.letAllGo()
 	ss.setPins(0)
 	ss.closeCursors()
-	ss.user = user
+	ss.leaveAccount()
+	ss.user, ss.account = user, acct
 	ss.privs, ss.privsRead = accountPrivs{}, false
 	ss.owner.Store(&user.User)
 	ss.endParked()

@@ -134,7 +134,7 @@ func (ss *Session) accountPrivs() accountPrivs {
 		return accountPrivs{} // the cluster's account
 	}
 	now := time.Now()
-	if p, ok := ss.srv.privs.get(k.user, now); ok {
+	if p, ok := ss.srv.privs.get(privKey(k), now); ok {
 		ss.privs, ss.privsRead = p, true
 		return p
 	}
@@ -159,7 +159,7 @@ func (ss *Session) accountPrivs() accountPrivs {
 		return accountPrivs{}
 	}
 	p := privsOf(lines)
-	ss.srv.privs.put(k.user, p, now)
+	ss.srv.privs.put(privKey(k), p, now)
 	ss.privs, ss.privsRead = p, true
 	return p
 }

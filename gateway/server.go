@@ -89,6 +89,8 @@ type Server struct {
 	// privs remembers the global grants of users' own backend accounts
 	// (privileges.go).
 	privs privCache
+	// accts lets MariaDB's own accounts log in (mariadbaccounts.go).
+	accts *mdbAccounts
 	// fleet reports the gateway's place in a fleet (topology.etcd); nil
 	// without one.
 	fleet atomic.Pointer[func() fleet.Status]
@@ -155,6 +157,7 @@ func New(cfg *config.Config, log hclog.Logger, opts ...Option) (*Server, error) 
 		group:      safego.New(log),
 	}
 	s.front = mysqlserver.New(s, log)
+	s.accts = s.newMDBAccounts(cfg.MariaDBAccounts)
 	s.tls.Store(ct)
 	s.metrics = newMetrics(s)
 	s.setUsers(cfg.Users)
@@ -215,7 +218,7 @@ func (s *Server) pruneUserPools(users []config.User) {
 			accounts[[2]string{u.BackendUser, u.BackendPassword}] = true
 		}
 	}
-	keep := func(k poolKey) bool { return accounts[[2]string{k.user, k.password}] }
+	keep := func(k poolKey) bool { return k.version != 0 || accounts[[2]string{k.user, k.password}] }
 	for _, name := range s.clusterNames {
 		for _, be := range *s.clusters[name].backends.Load() {
 			be.prune(keep)
@@ -349,6 +352,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 	s.setUsers(cfg.Users)
 	s.pruneUserPools(cfg.Users)
+	s.accts.setConfig(cfg.MariaDBAccounts)
 	s.shares.reset()
 	s.health.Refresh()
 	return errors.Join(errs...)
@@ -371,6 +375,7 @@ func (s *Server) Serve() error {
 	s.learnGreeting()
 	s.startLoops()
 	s.startSilentCutter()
+	s.startMDBAccounts()
 	s.log.Info("accepting MySQL clients", "addr", s.Addr().String(), "server_version", s.serverVersion())
 	return s.front.Serve()
 }
@@ -469,6 +474,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) closeClusters() {
 	s.stopStatusSampler()
 	s.stopSilentCutter()
+	s.stopMDBAccounts()
 	if s.health != nil {
 		s.health.Close()
 	}
@@ -491,6 +497,7 @@ func (s *Server) session(id uint32) *Session {
 // unregister gives up the session's count against its user's
 // max_connections.
 func (s *Server) unregister(ss *Session) {
+	ss.leaveAccount()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ss.counted != "" {

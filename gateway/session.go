@@ -39,11 +39,11 @@ const (
 // Session is one client connection and its state. See the package comment
 // for the concurrency contract.
 type Session struct {
-	srv     *Server
-	id      uint32
-	log     hclog.Logger
-	user    config.User
-	cluster *cluster
+	srv      *Server
+	id       uint32
+	log      hclog.Logger
+	identity // who the client logged in as (session.go)
+	cluster  *cluster
 	// guard is the session's part in its clusters' protections
 	// (protections.go).
 	guard protect.Guard
@@ -73,6 +73,16 @@ type Session struct {
 	// diag is what the previous statement left for ROW_COUNT(),
 	// FOUND_ROWS() and SHOW WARNINGS (diag.go).
 	diag diagnostics
+}
+
+// identity is who a session's client logged in as.
+type identity struct {
+	// user is the users[] entry, or for a MariaDB account the entry
+	// made for it.
+	user config.User
+	// account is set while the session runs as a MariaDB account
+	// (mariadb_accounts), not a users[] entry.
+	account *accountLogin
 }
 
 // exchanging is the relay of the statement being exchanged with a
@@ -584,7 +594,13 @@ func (ss *Session) comQuery(p []byte) error {
 		defer ss.cluster.forgetKeys()
 	}
 	if route.ImplicitCommit && changesGrants(sql) {
+		// Before too: a login that reads grants once the answer went
+		// out, before the deferred forget, must not keep the old ones.
+		ss.srv.privs.forget()
 		defer ss.grantsChanged()
+	}
+	if route.ImplicitCommit {
+		defer ss.accountChange(sql)()
 	}
 	if c := ss.cluster; c != nil && !ss.guard.Wrote() {
 		if conf := c.conf.Load(); conf.Consolidation.Enabled {
@@ -1673,6 +1689,9 @@ func (ss *Session) comResetConnection() error {
 // CLIENT_FOUND_ROWS. A user whose account is the cluster's shares the
 // cluster account's pools.
 func (ss *Session) poolKey() poolKey {
+	if k, ok := ss.accountKey(); ok {
+		return k
+	}
 	k := poolKey{foundRows: ss.caps&wire.CapFoundRows != 0}
 	if u := ss.user.BackendUser; u != "" {
 		if conf := ss.cluster.conf.Load(); u != conf.BackendUser || ss.user.BackendPassword != conf.BackendPassword {

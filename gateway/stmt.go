@@ -402,6 +402,13 @@ func (ss *Session) comStmtExecute(p []byte) error {
 		st.resetLongData(ss)
 		return ss.writeErr(e)
 	}
+	if st.route.ImplicitCommit {
+		defer ss.accountChange(st.sql)()
+		if changesGrants(st.sql) { // as comQuery
+			ss.srv.privs.forget()
+			defer ss.grantsChanged()
+		}
+	}
 	return ss.executeBackend(st, p, flags)
 }
 

@@ -23,6 +23,11 @@ const BackendCaps = CapLongPassword | CapLongFlag | CapLocalFiles | CapProtocol4
 type DialOptions struct {
 	User     string
 	Password string
+	// PasswordSHA1, when set, logs in with SHA1(password) instead of
+	// Password: mysql_native_password's answer needs no more (a server
+	// asking for another plugin fails the dial). It is as secret as the
+	// password: never log it.
+	PasswordSHA1 []byte
 	// Caps are added to BackendCaps (for example CapFoundRows).
 	Caps uint32
 	// Collation is sent in the handshake; 0 means DefaultCollation.
@@ -114,10 +119,14 @@ func (bc *BackendConn) handshake(addr string, o DialOptions) error {
 	if plugin == "" {
 		plugin = NativePassword
 	}
-	auth, err := scrambleFor(plugin, g.Salt, o.Password)
+	sec := secret{password: o.Password, sha1: o.PasswordSHA1}
+	if sec.sha1 != nil {
+		plugin = NativePassword
+	}
+	auth, err := scrambleFor(plugin, g.Salt, sec)
 	if err != nil {
 		plugin = NativePassword
-		auth = ScrambleNative(g.Salt, o.Password)
+		auth, _ = scrambleFor(plugin, g.Salt, sec)
 	}
 	const maxPacket = 1 << 30
 	if o.TLS != nil {
@@ -145,7 +154,7 @@ func (bc *BackendConn) handshake(addr string, o DialOptions) error {
 	if err := bc.Flush(); err != nil {
 		return err
 	}
-	return bc.authResult(plugin, g.Salt, o.Password)
+	return bc.authResult(plugin, g.Salt, sec)
 }
 
 // startTLS sends the SSL request and switches the connection to TLS.
@@ -171,7 +180,7 @@ func (bc *BackendConn) startTLS(addr string, conf *tls.Config, caps, maxPacket u
 // COM_CHANGE_USER, following auth switch requests, until OK or ERR. salt
 // is the scramble the last answer was computed from; an auth switch
 // brings a new one.
-func (bc *BackendConn) authResult(plugin string, salt []byte, password string) error {
+func (bc *BackendConn) authResult(plugin string, salt []byte, sec secret) error {
 	for range 6 {
 		p, err := bc.ReadPacket()
 		if err != nil {
@@ -196,7 +205,7 @@ func (bc *BackendConn) authResult(plugin string, salt []byte, password string) e
 				data = data[:len(data)-1]
 			}
 			salt = append([]byte(nil), data...)
-			ans, err := scrambleFor(plugin, salt, password)
+			ans, err := scrambleFor(plugin, salt, sec)
 			if err != nil {
 				return err
 			}
@@ -211,7 +220,10 @@ func (bc *BackendConn) authResult(plugin string, salt []byte, password string) e
 			default:
 				return ErrMalformed
 			}
-			if err := bc.sha2FullAuth(salt, password); err != nil {
+			if sec.sha1 != nil {
+				return errors.New("the backend asks for the password in full, which the gateway does not know for this account")
+			}
+			if err := bc.sha2FullAuth(salt, sec.password); err != nil {
 				return err
 			}
 		default:
@@ -263,13 +275,24 @@ func (bc *BackendConn) sha2FullAuth(salt []byte, password string) error {
 // database db ("" for none). The server resets the session as for a new
 // connection.
 func (bc *BackendConn) ChangeUser(user, password, db string) error {
+	return bc.changeUser(user, secret{password: password}, db)
+}
+
+// ChangeUserSHA1 is ChangeUser with SHA1(password) (see
+// DialOptions.PasswordSHA1).
+func (bc *BackendConn) ChangeUserSHA1(user string, passwordSHA1 []byte, db string) error {
+	return bc.changeUser(user, secret{sha1: passwordSHA1}, db)
+}
+
+func (bc *BackendConn) changeUser(user string, sec secret, db string) error {
 	plugin := bc.Greeting.AuthPlugin
-	if plugin == "" {
+	if plugin == "" || sec.sha1 != nil {
 		plugin = NativePassword
 	}
-	auth, err := scrambleFor(plugin, bc.Greeting.Salt, password)
+	auth, err := scrambleFor(plugin, bc.Greeting.Salt, sec)
 	if err != nil {
-		plugin, auth = NativePassword, ScrambleNative(bc.Greeting.Salt, password)
+		plugin = NativePassword
+		auth, _ = scrambleFor(plugin, bc.Greeting.Salt, sec)
 	}
 	b := []byte{ComChangeUser}
 	b = append(b, user...)
@@ -285,10 +308,24 @@ func (bc *BackendConn) ChangeUser(user, password, db string) error {
 	if err := bc.WriteCommand(b); err != nil {
 		return err
 	}
-	return bc.authResult(plugin, bc.Greeting.Salt, password)
+	return bc.authResult(plugin, bc.Greeting.Salt, sec)
 }
 
-func scrambleFor(plugin string, salt []byte, password string) ([]byte, error) {
+// secret is what a login proves: the password, or only its SHA1
+// (mysql_native_password's stage 1).
+type secret struct {
+	password string
+	sha1     []byte
+}
+
+func scrambleFor(plugin string, salt []byte, sec secret) ([]byte, error) {
+	password := sec.password
+	if sec.sha1 != nil {
+		if plugin != NativePassword {
+			return nil, fmt.Errorf("backend asks for auth plugin %q; this account can log in only with mysql_native_password", plugin)
+		}
+		return ScrambleNativeSHA1(salt, sec.sha1), nil
+	}
 	switch plugin {
 	case NativePassword:
 		return ScrambleNative(salt, password), nil

@@ -275,7 +275,13 @@ func ScrambleNative(salt []byte, password string) []byte {
 		return nil
 	}
 	stage1 := sha1.Sum([]byte(password))
-	stage2 := sha1.Sum(stage1[:])
+	return ScrambleNativeSHA1(salt, stage1[:])
+}
+
+// ScrambleNativeSHA1 is ScrambleNative from SHA1(password) (stage1, 20
+// bytes): SHA1(password) XOR SHA1(salt + SHA1(SHA1(password))).
+func ScrambleNativeSHA1(salt, stage1 []byte) []byte {
+	stage2 := sha1.Sum(stage1)
 	h := sha1.New()
 	h.Write(salt[:min(len(salt), 20)])
 	h.Write(stage2[:])

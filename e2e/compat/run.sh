@@ -145,7 +145,12 @@ restore() {
 # The gateway: mtr logs in as root (no password), and its tests open more
 # connections as root; root runs as MariaDB's root (its grants decide
 # PROCESS and KILL, issue 37), on a small pool so that sessions share
-# connections.
+# connections. The accounts tests create (CREATE USER foo@localhost) log
+# in as MariaDB's own accounts (mariadb_accounts, read by dgcompat). Every
+# account change of the tests goes through the gateway, which reads the
+# accounts again at once: the periodic read is rare (refresh: 1h), since
+# with userstat on a read of mysql.global_priv shows in the tests'
+# TABLE_STATISTICS (main.subselect).
 cat >"$work/gateway.yaml" <<EOF
 listen: 127.0.0.1:$gwport
 http_listen: "off"
@@ -158,6 +163,7 @@ clusters:
     backend_user: dgcompat
     backends: ["127.0.0.1:$dbport"]
     pool: {size: 8, min_idle: 1, acquire_timeout: 10s}
+mariadb_accounts: {enabled: true, refresh: 1h}
 EOF
 "$top/bin/gateway" serve --config "$work/gateway.yaml" >"$work/gateway.log" 2>&1 &
 pids+=($!)
