@@ -422,6 +422,7 @@ write_config() {
 		log: {level: info, format: text}
 		users:
 		  - {user: app, password: app, transaction_mode: twopc}
+		  - {user: admin, password: admin, admin: true}
 		health: {interval: 2s, timeout: 1s}
 		twopc: {log_cluster: main, resolve_after: 10s}
 		clusters:
@@ -502,7 +503,9 @@ main() {
 	  MariaDB primary directly: mariadb -S .local/primary/mysqld.sock -uroot  (or -h127.0.0.1 -P$PRIMARY_PORT -ugateway -psecret)
 	  MariaDB replica directly: mariadb -S .local/replica/mysqld.sock -uroot  (or -h127.0.0.1 -P$REPLICA_PORT -ugateway -psecret)
 	                            read_only; replicates the primary with GTIDs: SHOW ALL SLAVES STATUS\G
-	  Gateway HTTP:             http://$GATEWAY_HTTP/healthz  (and /debug/health, /debug/pins)
+	  Gateway HTTP:             http://$GATEWAY_HTTP/debug/status  (and /healthz, /debug/health, /debug/queries)
+	  What statements cost, as admin (sees and kills every session, runs SHOW GATEWAY):
+	    mariadb -h127.0.0.1 -P${GATEWAY_LISTEN##*:} -uadmin -padmin -e "SHOW GATEWAY QUERIES ORDER BY total_time LIMIT 10"
 	  Owner (sequences, messages) on $OWNER_LISTEN, log in .local/owner.log,
 	    HTTP: http://$OWNER_HTTP/metrics  (and /readyz, /healthz)
 	    SELECT NEXT 5 VALUES FROM order_seq;   INSERT INTO orders (item) VALUES ('pear');
