@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -190,5 +191,23 @@ func BenchmarkAcquireReleaseBudget(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			roundTrips(b, newPool(b, &dialer{}, func(c *Config[*fakeConn]) { c.Size = 8; c.Budget = bc.budget }))
 		})
+	}
+}
+
+// A wait that ends for want of a budget unit says so: the budget's limit,
+// not a slow backend.
+func TestBudgetSpentTimeout(t *testing.T) {
+	b := NewBudget(2)
+	da, db := &dialer{}, &dialer{}
+	pa := newPool(t, da, func(c *Config[*fakeConn]) { c.Budget = b })
+	pb := newPool(t, db, func(c *Config[*fakeConn]) { c.Budget = b; c.AcquireTimeout = 50 * time.Millisecond })
+	held := []*Lease[*fakeConn]{mustAcquire(t, pa), mustAcquire(t, pa)}
+	_, err := pb.Acquire(context.Background())
+	var te *AcquireTimeoutError
+	if !errors.As(err, &te) || te.Budget != 2 || !strings.Contains(err.Error(), "max_backend_connections: 2") {
+		t.Fatalf("got %v, want a timeout naming the budget", err)
+	}
+	for _, l := range held {
+		l.Release()
 	}
 }

@@ -26,6 +26,9 @@ type AcquireTimeoutError struct {
 	Dialing int
 	// Waited is how long Acquire waited: the pool's AcquireTimeout.
 	Waited time.Duration
+	// Budget is, when the wait ended for want of a unit of the pool's
+	// Budget, that budget's limit; 0 otherwise.
+	Budget int
 }
 
 // Error says which pool ran dry and what to change.
@@ -34,6 +37,12 @@ func (e *AcquireTimeoutError) Error() string {
 		return fmt.Sprintf("pool %s: no connection free within %v (all %d in use); "+
 			"raise pool.size or pool.acquire_timeout, or lower client concurrency",
 			e.Pool, e.Waited, e.Size)
+	}
+	if e.Budget > 0 {
+		return fmt.Sprintf("pool %s: no connection free within %v (%d of %d in use): the backend's connection budget "+
+			"(max_backend_connections: %d, shared with the backend's other pools and discovery's probe) is spent; "+
+			"raise it, lower the pools' sizes, or lower client concurrency",
+			e.Pool, e.Waited, e.InUse, e.Size, e.Budget)
 	}
 	return fmt.Sprintf("pool %s: no connection free within %v (%d of %d in use, %d dialing); "+
 		"the backend is slow to accept connections; raise pool.acquire_timeout or check the backend",

@@ -153,7 +153,7 @@ func (w OutsideWait[T]) Deadline() time.Time { return w.start.Add(w.p.acquireTim
 // timeout as Acquire's are.
 func (w OutsideWait[T]) TimeoutError() error {
 	w.p.acquireTimeouts.Add(1)
-	return w.p.timeoutError()
+	return w.p.timeoutError(false)
 }
 
 // End stops counting the wait.

@@ -446,7 +446,7 @@ func (p *Pool[T]) acquireSlow(ctx context.Context) (*Lease[T], error) {
 		}
 		if !time.Now().Before(deadline) {
 			p.acquireTimeouts.Add(1)
-			return nil, p.timeoutError()
+			return nil, p.timeoutError(errors.Is(err, errBudgetSpent))
 		}
 		if !errors.Is(err, errBudgetSpent) {
 			return nil, fmt.Errorf("pool %s: acquire: %w", p.name, err)
@@ -706,15 +706,21 @@ func (p *Pool[T]) ctxError(err error) error {
 	return fmt.Errorf("pool %s: acquire: %w", p.name, err)
 }
 
-func (p *Pool[T]) timeoutError() error {
+// timeoutError is the error of an acquire that waited AcquireTimeout;
+// budgetSpent says it waited for a unit of the budget.
+func (p *Pool[T]) timeoutError(budgetSpent bool) error {
 	s := p.Stat()
-	return &AcquireTimeoutError{
+	e := &AcquireTimeoutError{
 		Pool:    p.name,
 		Size:    s.Size,
 		InUse:   s.InUse,
 		Dialing: s.Dialing,
 		Waited:  p.acquireTimeout(),
 	}
+	if budgetSpent && p.budget != nil {
+		e.Budget = max(p.budget.Limit(), 0)
+	}
+	return e
 }
 
 // discard takes l's seat out of puddle's books at once (Hijack) and
