@@ -278,7 +278,8 @@ type cluster struct {
 	colMu   sync.Mutex
 	columns map[string][]string
 	// keys caches tables' single-column primary and unique key columns
-	// (lower case), for hot-row protection (hotrow.go).
+	// (lower case), for hot-row protection (protect.HotRows, through
+	// protections.go).
 	keyMu sync.Mutex
 	keys  map[string]map[string]bool
 	// guards are the cluster's protections (protections.go); thr and
