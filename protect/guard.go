@@ -73,9 +73,6 @@ func (g *Guard) Statement() *Statement {
 // Bind gives g its session.
 func (g *Guard) Bind(s Session) { g.s = s }
 
-// Session returns the session g is bound to.
-func (g *Guard) Session() Session { return g.s }
-
 // Admit is the statement-admitted point: every policy of set, in order,
 // until one refuses; its error is the client's answer.
 func (g *Guard) Admit(set *Set, st *Statement) *wire.SQLError {
@@ -117,9 +114,6 @@ func (g *Guard) Ending(kind wire.ResponseKind) bool {
 	g.kind = kind
 	return g.wrote || len(g.hot.holds) > 0
 }
-
-// Kind is the kind of answer being ended (see Ending).
-func (g *Guard) Kind() wire.ResponseKind { return g.kind }
 
 // AnswerEnded is the answer-ended point, for a statement Ending said
 // true of: every policy of set.
