@@ -87,9 +87,6 @@ type Statement struct {
 	// text.
 	Prepared *Prepared
 	Params   Params
-	// Pinned says the session holds state on a backend connection beyond
-	// the previous statement's result (a transaction, a lock, ...).
-	Pinned bool
 }
 
 // Params are an execute's parameters.
