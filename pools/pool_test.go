@@ -58,6 +58,11 @@ type dialer struct {
 	mu    sync.Mutex
 	conns []*fakeConn
 	ctxs  []context.Context
+
+	// open, when not nil, counts the connections open now of every
+	// dialer that shares it (at once: dialed, not yet closed), and
+	// maxOpen the most at any moment.
+	open, maxOpen *atomic.Int32
 }
 
 func (d *dialer) Dial(ctx context.Context) (*fakeConn, error) {
@@ -93,6 +98,12 @@ func (d *dialer) Dial(ctx context.Context) (*fakeConn, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	c := &fakeConn{id: len(d.conns)}
+	if d.open != nil {
+		c.onClose = func() { d.open.Add(-1) }
+		n := d.open.Add(1)
+		for m := d.maxOpen.Load(); n > m && !d.maxOpen.CompareAndSwap(m, n); m = d.maxOpen.Load() {
+		}
+	}
 	d.conns = append(d.conns, c)
 	return c, nil
 }
