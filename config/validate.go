@@ -314,29 +314,23 @@ func (cl *Cluster) checkOwner(k string, p *problems) {
 // checkProtections checks the cluster k's hot_row, throttle,
 // consolidation and shedding.
 func (cl *Cluster) checkProtections(k string, p *problems) {
-	if cl.HotRow.MaxConcurrency < 0 {
-		p.bad(k+".hot_row.max_concurrency", "must not be negative (0 turns hot-row protection off)")
-	}
-	if *cl.HotRow.MaxQueue < 0 {
-		p.bad(k+".hot_row.max_queue", "must not be negative")
-	}
-	if cl.HotRow.MaxWait < 0 {
-		p.bad(k+".hot_row.max_wait", "must not be negative")
-	}
-	if cl.Throttle.MaxLag < 0 {
-		p.bad(k+".throttle.max_lag", "must not be negative (0 turns throttling off)")
-	}
-	if cl.Throttle.MaxDelay < 0 {
-		p.bad(k+".throttle.max_delay", "must not be negative")
-	}
-	if cl.Consolidation.MaxResultBytes < 0 {
-		p.bad(k+".consolidation.max_result_bytes", "must not be negative")
-	}
-	if cl.Shedding.MaxInFlight < 0 {
-		p.bad(k+".shedding.max_in_flight", "must not be negative (0: no limit)")
-	}
-	if cl.Shedding.MaxQueueWait < 0 {
-		p.bad(k+".shedding.max_queue_wait", "must not be negative (0: no limit)")
+	for _, c := range []struct {
+		key      string
+		negative bool
+		off      string
+	}{
+		{".hot_row.max_concurrency", cl.HotRow.MaxConcurrency < 0, " (0 turns hot-row protection off)"},
+		{".hot_row.max_queue", *cl.HotRow.MaxQueue < 0, ""},
+		{".hot_row.max_wait", cl.HotRow.MaxWait < 0, ""},
+		{".throttle.max_lag", cl.Throttle.MaxLag < 0, " (0 turns throttling off)"},
+		{".throttle.max_delay", cl.Throttle.MaxDelay < 0, ""},
+		{".consolidation.max_result_bytes", cl.Consolidation.MaxResultBytes < 0, ""},
+		{".shedding.max_in_flight", cl.Shedding.MaxInFlight < 0, " (0: no limit)"},
+		{".shedding.max_queue_wait", cl.Shedding.MaxQueueWait < 0, " (0: no limit)"},
+	} {
+		if c.negative {
+			p.bad(k+c.key, "must not be negative%s", c.off)
+		}
 	}
 }
 
