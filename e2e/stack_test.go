@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/directgate/directgate/config"
+	"github.com/directgate/directgate/e2e/gatewaytest"
 	"github.com/directgate/directgate/e2e/mariadbtest"
 	"github.com/directgate/directgate/gateway"
 	"github.com/go-sql-driver/mysql"
@@ -109,12 +110,7 @@ clusters:
 	return st, nil
 }
 
-func logLevel() string {
-	if l := os.Getenv("E2E_LOG"); l != "" {
-		return l
-	}
-	return "warn"
-}
+func logLevel() string { return gatewaytest.LogLevel() }
 
 func (st *stack) stop() {
 	if st.gw != nil {
@@ -218,24 +214,5 @@ func readAllQuiet(r io.Reader) []byte { b, _ := io.ReadAll(r); return b }
 // one test, logging as name, and shuts it down when the test ends.
 func startTestGateway(t *testing.T, name, yaml string) *gateway.Server {
 	t.Helper()
-	cfg, err := config.Parse([]byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := gateway.New(cfg, hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.LevelFromString(logLevel()), Output: os.Stderr}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve() }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	})
-	return srv
+	return gatewaytest.Start(t, name, yaml)
 }

@@ -15,10 +15,9 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/hashicorp/go-hclog"
 
-	"github.com/directgate/directgate/config"
 	"github.com/directgate/directgate/e2e/faultproxy"
+	"github.com/directgate/directgate/e2e/gatewaytest"
 	"github.com/directgate/directgate/e2e/mariadbtest"
 	"github.com/directgate/directgate/gateway"
 )
@@ -92,12 +91,7 @@ func long(t *testing.T) {
 }
 
 // logLevel is the gateways' log level: E2E_LOG, default warn.
-func logLevel() string {
-	if l := os.Getenv("E2E_LOG"); l != "" {
-		return l
-	}
-	return "warn"
-}
+func logLevel() string { return gatewaytest.LogLevel() }
 
 // startGateway starts a gateway in the test process whose cluster main
 // has the backends addrs (fault proxies), with pool and health settings.
@@ -131,33 +125,13 @@ clusters:
     backends: [%s]
     pool: %s
 %s`, logLevel(), health, appUser, appPass, backendUser, backendPass, quoted, pool, more)
-	cfg, err := config.Parse([]byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := gateway.New(cfg, hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.LevelFromString(logLevel()), Output: os.Stderr}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	serveUntilCleanup(t, srv.Serve, srv.Shutdown)
-	return srv
+	return gatewaytest.Start(t, name, yaml)
 }
 
-// serveUntilCleanup runs serve on a goroutine until the test ends, then
-// shuts it down (10 s at most) and waits for serve to return.
+// serveUntilCleanup is gatewaytest.ServeUntilCleanup (owners too).
 func serveUntilCleanup(t *testing.T, serve func() error, shutdown func(context.Context) error) {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- serve() }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = shutdown(ctx)
-		<-done
-	})
+	gatewaytest.ServeUntilCleanup(t, serve, shutdown)
 }
 
 // open opens a client pool to the gateway at addr, database testDB.
