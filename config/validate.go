@@ -56,6 +56,14 @@ func (p *problems) add(err error) {
 	}
 }
 
+// nonNegative records that key must not be negative when negative is
+// true; note, if any, says what its zero means.
+func (p *problems) nonNegative(key string, negative bool, note ...string) {
+	if negative {
+		p.bad(key, "must not be negative%s", strings.Join(note, ""))
+	}
+}
+
 // addr checks that key's addr is host:port.
 func (p *problems) addr(key, addr string) {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
@@ -110,21 +118,13 @@ func checkConnections(c *Config, p *problems) {
 	if c.MaxAllowedPacket < 1024 || c.MaxAllowedPacket > 1<<30 {
 		p.bad("max_allowed_packet", "%d is outside 1024..1073741824", c.MaxAllowedPacket)
 	}
-	if c.DrainTimeout < 0 {
-		p.bad("drain_timeout", "must not be negative")
-	}
+	p.nonNegative("drain_timeout", c.DrainTimeout < 0)
 	if c.MaxClientConnections < 1 {
 		p.bad("max_client_connections", "must be at least 1")
 	}
-	if c.MaxConnectionsPerAddress < 0 {
-		p.bad("max_connections_per_address", "must not be negative")
-	}
-	if c.HandshakeTimeout < 0 {
-		p.bad("handshake_timeout", "must not be negative")
-	}
-	if *c.WriteTimeout < 0 {
-		p.bad("write_timeout", "must not be negative")
-	}
+	p.nonNegative("max_connections_per_address", c.MaxConnectionsPerAddress < 0)
+	p.nonNegative("handshake_timeout", c.HandshakeTimeout < 0)
+	p.nonNegative("write_timeout", *c.WriteTimeout < 0)
 	if c.IOLoops < 0 || c.IOLoops > maxIOLoops {
 		p.bad("io_loops", "must be 0 (a goroutine per session) to %d", maxIOLoops)
 	}
@@ -149,9 +149,7 @@ func checkClusterLimits(c *Config, p *problems) {
 // checkSessionTimeouts checks idle_transaction_timeout and
 // local_infile_timeout.
 func checkSessionTimeouts(c *Config, p *problems) {
-	if *c.IdleTransactionTimeout < 0 {
-		p.bad("idle_transaction_timeout", "must not be negative")
-	}
+	p.nonNegative("idle_transaction_timeout", *c.IdleTransactionTimeout < 0)
 	if *c.LocalInfileTimeout <= 0 {
 		p.bad("local_infile_timeout", "must be positive")
 	}
@@ -172,9 +170,7 @@ func checkUserLimits(c *Config, p *problems) {
 // checkAuth checks auth_failure_limit, auth_failure_delay and the tls and
 // auth sections.
 func checkAuth(c *Config, p *problems) {
-	if c.AuthFailureLimit < 0 {
-		p.bad("auth_failure_limit", "must not be negative")
-	}
+	p.nonNegative("auth_failure_limit", c.AuthFailureLimit < 0)
 	if *c.AuthFailureDelay < 0 || *c.AuthFailureDelay > time.Minute {
 		p.bad("auth_failure_delay", "must be between 0 and 1m")
 	}
@@ -280,21 +276,13 @@ func (cl *Cluster) checkIdentity(k string, seen *clustersSeen, p *problems) {
 // max_replica_lag, causal_timeout, failover_buffer, stickiness_threshold
 // and hot_limit.
 func (cl *Cluster) checkRouting(k string, p *problems) {
-	if *cl.MaxReplicaLag < 0 {
-		p.bad(k+".max_replica_lag", "must not be negative")
-	}
-	if *cl.CausalTimeout < 0 {
-		p.bad(k+".causal_timeout", "must not be negative")
-	}
-	if *cl.FailoverBuffer < 0 {
-		p.bad(k+".failover_buffer", "must not be negative")
-	}
+	p.nonNegative(k+".max_replica_lag", *cl.MaxReplicaLag < 0)
+	p.nonNegative(k+".causal_timeout", *cl.CausalTimeout < 0)
+	p.nonNegative(k+".failover_buffer", *cl.FailoverBuffer < 0)
 	if cl.StickinessThreshold < 1 {
 		p.bad(k+".stickiness_threshold", "must be at least 1 (a ratio to the best replica's latency score)")
 	}
-	if *cl.HotLimit < 0 {
-		p.bad(k+".hot_limit", "must not be negative")
-	}
+	p.nonNegative(k+".hot_limit", *cl.HotLimit < 0)
 }
 
 // checkOwner checks the cluster k's owner, owner_pool_size and
@@ -306,32 +294,20 @@ func (cl *Cluster) checkOwner(k string, p *problems) {
 	if cl.OwnerPoolSize < 1 {
 		p.bad(k+".owner_pool_size", "must be at least 1")
 	}
-	if cl.OwnerTimeout < 0 {
-		p.bad(k+".owner_timeout", "must not be negative")
-	}
+	p.nonNegative(k+".owner_timeout", cl.OwnerTimeout < 0)
 }
 
 // checkProtections checks the cluster k's hot_row, throttle,
 // consolidation and shedding.
 func (cl *Cluster) checkProtections(k string, p *problems) {
-	for _, c := range []struct {
-		key      string
-		negative bool
-		off      string
-	}{
-		{".hot_row.max_concurrency", cl.HotRow.MaxConcurrency < 0, " (0 turns hot-row protection off)"},
-		{".hot_row.max_queue", *cl.HotRow.MaxQueue < 0, ""},
-		{".hot_row.max_wait", cl.HotRow.MaxWait < 0, ""},
-		{".throttle.max_lag", cl.Throttle.MaxLag < 0, " (0 turns throttling off)"},
-		{".throttle.max_delay", cl.Throttle.MaxDelay < 0, ""},
-		{".consolidation.max_result_bytes", cl.Consolidation.MaxResultBytes < 0, ""},
-		{".shedding.max_in_flight", cl.Shedding.MaxInFlight < 0, " (0: no limit)"},
-		{".shedding.max_queue_wait", cl.Shedding.MaxQueueWait < 0, " (0: no limit)"},
-	} {
-		if c.negative {
-			p.bad(k+c.key, "must not be negative%s", c.off)
-		}
-	}
+	p.nonNegative(k+".hot_row.max_concurrency", cl.HotRow.MaxConcurrency < 0, " (0 turns hot-row protection off)")
+	p.nonNegative(k+".hot_row.max_queue", *cl.HotRow.MaxQueue < 0)
+	p.nonNegative(k+".hot_row.max_wait", cl.HotRow.MaxWait < 0)
+	p.nonNegative(k+".throttle.max_lag", cl.Throttle.MaxLag < 0, " (0 turns throttling off)")
+	p.nonNegative(k+".throttle.max_delay", cl.Throttle.MaxDelay < 0)
+	p.nonNegative(k+".consolidation.max_result_bytes", cl.Consolidation.MaxResultBytes < 0)
+	p.nonNegative(k+".shedding.max_in_flight", cl.Shedding.MaxInFlight < 0, " (0: no limit)")
+	p.nonNegative(k+".shedding.max_queue_wait", cl.Shedding.MaxQueueWait < 0, " (0: no limit)")
 }
 
 // checkOwnerTables checks the cluster k's owner_tables and auto_increment
@@ -367,18 +343,10 @@ func (pl Pool) validate(k string, p *problems) {
 	if pl.Order != PoolOrderRoundRobin && pl.Order != PoolOrderLIFO {
 		p.bad(k+".order", "is %q: must be %s or %s", pl.Order, PoolOrderRoundRobin, PoolOrderLIFO)
 	}
-	if *pl.IdleTimeout < 0 {
-		p.bad(k+".idle_timeout", "must not be negative")
-	}
-	if *pl.MaxLifetime < 0 {
-		p.bad(k+".max_lifetime", "must not be negative")
-	}
-	if pl.AcquireTimeout < 0 {
-		p.bad(k+".acquire_timeout", "must not be negative")
-	}
-	if pl.DialTimeout < 0 {
-		p.bad(k+".dial_timeout", "must not be negative")
-	}
+	p.nonNegative(k+".idle_timeout", *pl.IdleTimeout < 0)
+	p.nonNegative(k+".max_lifetime", *pl.MaxLifetime < 0)
+	p.nonNegative(k+".acquire_timeout", pl.AcquireTimeout < 0)
+	p.nonNegative(k+".dial_timeout", pl.DialTimeout < 0)
 }
 
 // checkUsers checks that there is a user (unless etcd brings them) and
