@@ -3,8 +3,12 @@ package owner
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"strconv"
 	"sync"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/directgate/directgate/wire"
 )
@@ -26,7 +30,8 @@ import (
 // directgate_owner, as it needs it on twopc for transaction_mode twopc).
 // An owner without election has no fence (term staticTerm).
 
-// fenceTable holds the highest term that reserved from each sequence.
+// fenceTable holds the highest term that wrote to each sequence and
+// message table, keyed by schema.table.
 const fenceTable = "directgate_owner.fence"
 
 // fenceDDL creates fenceTable.
@@ -35,11 +40,11 @@ var fenceDDL = []string{
 	"CREATE TABLE IF NOT EXISTS " + fenceTable + " (" +
 		"seq VARCHAR(200) NOT NULL PRIMARY KEY, " +
 		"term BIGINT UNSIGNED NOT NULL" +
-		") COMMENT 'directgate owner terms: a reservation of an older term is refused'",
+		") COMMENT 'directgate owner terms: a write of an older term is refused'",
 }
 
 // fenceSetup creates fenceTable once per primary; a failure is returned
-// to the reservation and tried again by the next.
+// to the write and tried again by the next.
 type fenceSetup struct {
 	mu   sync.Mutex
 	done bool
@@ -66,28 +71,119 @@ func (f *fenceSetup) ensure(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-// staleTermError refuses a reservation of a term older than one that has
-// reserved from the sequence: nothing was reserved, nothing goes out.
-func staleTermError(t *table, term, newer uint64) *wire.SQLError {
-	return wire.NewError(wire.ErOptionPreventsStatement, "HY000",
-		"This owner's leadership term %d has ended: term %d has reserved from sequence %s.%s since, so MariaDB refused this reservation; nothing was handed out, run it again (gateways send it to the new leader)",
-		term, newer, t.Schema, t.Name)
+// staleTermError is the fence's refusal: term has ended, and newer has
+// written to the table since. Nothing of the refused transaction was
+// committed. It unwraps to the 1290 the client gets.
+type staleTermError struct {
+	term, newer uint64
+	err         *wire.SQLError
 }
 
-// checkFence raises t's fence row to term within tx and fails with
-// staleTermError when a newer term is there already.
-func checkFence(ctx context.Context, tx *sql.Tx, t *table, term uint64) error {
-	name := t.Schema + "." + t.Name
-	if _, err := tx.ExecContext(ctx, "INSERT INTO "+fenceTable+" (seq, term) VALUES (?, ?) "+
-		"ON DUPLICATE KEY UPDATE term = GREATEST(term, VALUES(term))", name, term); err != nil {
-		return err
+func (e *staleTermError) Error() string { return e.err.Error() }
+func (e *staleTermError) Unwrap() error { return e.err }
+
+// staleTerm refuses a write of term to t, a table term newer has written
+// to since.
+func staleTerm(t *table, term, newer uint64) *staleTermError {
+	var e *wire.SQLError
+	if t.kind == kindSequence {
+		e = wire.NewError(wire.ErOptionPreventsStatement, "HY000",
+			"This owner's leadership term %d has ended: term %d has reserved from sequence %s.%s since, so MariaDB refused this reservation; nothing was handed out, run it again (gateways send it to the new leader)",
+			term, newer, t.Schema, t.Name)
+	} else {
+		e = wire.NewError(wire.ErOptionPreventsStatement, "HY000",
+			"This owner's leadership term %d has ended: term %d has written to message table %s.%s since, so MariaDB refused this statement; it did not run, run it again (gateways send it to the new leader)",
+			term, newer, t.Schema, t.Name)
 	}
+	return &staleTermError{term: term, newer: newer, err: e}
+}
+
+// fenceMode says how a fenced write meets the fence.
+type fenceMode int
+
+const (
+	// fenceRaise: the leader's own write raises the row to its term.
+	fenceRaise fenceMode = iota
+	// fenceCheck: a client's statement only checks that no newer term
+	// is there, under a shared lock.
+	fenceCheck
+)
+
+// checkFence meets t's fence for term within tx (see fenceMode) and fails
+// with staleTermError when a newer term is there already. Raising is one
+// statement: LAST_INSERT_ID(expr) carries the row's term after the update
+// back in the OK packet (0 when the row was new).
+func checkFence(ctx context.Context, tx *sql.Tx, t *table, term uint64, mode fenceMode) error {
+	name := t.Schema + "." + t.Name
 	var have uint64
-	if err := tx.QueryRowContext(ctx, "SELECT term FROM "+fenceTable+" WHERE seq = ?", name).Scan(&have); err != nil {
-		return err
+	if mode == fenceRaise {
+		res, err := tx.ExecContext(ctx, "INSERT INTO "+fenceTable+" (seq, term) VALUES (?, ?) "+
+			"ON DUPLICATE KEY UPDATE term = LAST_INSERT_ID(GREATEST(term, VALUES(term)))", name, term)
+		if err != nil {
+			return err
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		have = uint64(id)
+	} else {
+		err := tx.QueryRowContext(ctx, "SELECT term FROM "+fenceTable+" WHERE seq = ? LOCK IN SHARE MODE", name).Scan(&have)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
 	}
 	if have > term {
-		return staleTermError(t, term, have)
+		return staleTerm(t, term, have)
 	}
 	return nil
+}
+
+// fenceIdleTimeout is how long MariaDB keeps a fenced transaction open
+// while the owner sends nothing (idle_transaction_timeout, whole
+// seconds): an owner paused while it holds the fence row's or the
+// sequence row's lock (a GC pause, a frozen VM) loses the transaction,
+// and the lock, before the next leader needs it; the paused owner hands
+// out nothing from it (its lapsed term answers 1290).
+const fenceIdleTimeout = 2
+
+// inTx runs fn in a transaction on db and commits it. On a fenced
+// primary the transaction first meets t's fence for term (mode) and
+// limits its idle time; a stale term's is rolled back with
+// staleTermError before fn runs.
+func (p *primary) inTx(ctx context.Context, db *sql.DB, t *table, term uint64, mode fenceMode, fn func(tx *sql.Tx) error) (err error) {
+	if p.fenced {
+		if err := p.fence.ensure(ctx, p.db); err != nil {
+			return err
+		}
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if p.fenced && !p.noIdleTimeout.Load() {
+		_, err = tx.ExecContext(ctx, "SET SESSION idle_transaction_timeout = "+strconv.Itoa(fenceIdleTimeout))
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && me.Number == 1193 { // ER_UNKNOWN_SYSTEM_VARIABLE: MySQL
+			p.noIdleTimeout.Store(true)
+			err = nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if p.fenced {
+		if err = checkFence(ctx, tx, t, term, mode); err != nil {
+			return err
+		}
+	}
+	if err = fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
 }

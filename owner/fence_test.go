@@ -2,6 +2,7 @@ package owner
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"testing"
 
@@ -104,4 +105,50 @@ func staleAbove(oldValues, newValues []int64) int64 {
 		}
 	}
 	return 0
+}
+
+// TestFenceRaiseOneStatement pins down what the one-statement raise
+// reads from the OK packet (LAST_INSERT_ID(expr)): a new row reads 0 even
+// on a connection whose last raise carried a newer term back, an equal
+// term passes, a newer one refuses, and a newer term raises the row.
+func TestFenceRaiseOneStatement(t *testing.T) {
+	srv := needServer(t)
+	p, err := newPrimary(srv.Addr(), 1, backendUser, backendPass, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	p.db.SetMaxOpenConns(1) // one connection: what a raise leaves on it is seen by the next
+	p.fenced = true
+	root := rootDB(t)
+	a := &table{Schema: testDB, Name: "raise_a", kind: kindMessage}
+	b := &table{Schema: testDB, Name: "raise_b", kind: kindMessage}
+	if _, err := root.Exec("DELETE FROM directgate_owner.fence WHERE seq IN ('" + testDB + ".raise_a', '" + testDB + ".raise_b')"); err != nil {
+		t.Fatal(err)
+	}
+	raise := func(tbl *table, term uint64) error {
+		return p.inTx(context.Background(), p.db, tbl, term, fenceRaise, func(*sql.Tx) error { return nil })
+	}
+	stale := func(err error) bool { var st *staleTermError; return errors.As(err, &st) }
+	for _, step := range []struct {
+		tbl       *table
+		term      uint64
+		wantStale bool
+	}{
+		{a, 50, false}, // new row
+		{a, 50, false}, // equal
+		{a, 40, true},  // older: the OK packet carries 50 back
+		{b, 40, false}, // a new row right after: reads 0, not the 50 left on the connection
+		{b, 60, false}, // newer raises
+		{b, 59, true},
+	} {
+		err := raise(step.tbl, step.term)
+		if stale(err) != step.wantStale || (err != nil && !stale(err)) {
+			t.Fatalf("%s term %d: %v, want stale %v", step.tbl.Name, step.term, err, step.wantStale)
+		}
+	}
+	var have uint64
+	if err := root.QueryRow("SELECT term FROM directgate_owner.fence WHERE seq = '" + testDB + ".raise_b'").Scan(&have); err != nil || have != 60 {
+		t.Fatalf("raise_b's fence row: %d (%v), want 60", have, err)
+	}
 }

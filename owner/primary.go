@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"database/sql"
 	"errors"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,14 +30,14 @@ type primary struct {
 	tls          *tls.Config
 	tlsPreferred bool
 	db           *sql.DB
-	// fenced: the owner is one of a standby group; its reservations
-	// limit how long MariaDB keeps their transaction open while the
-	// owner is silent (see reserveBlock). noIdleTimeout: the server does
-	// not know the setting (MySQL).
+	// fenced: the owner is one of a standby group; its writes carry its
+	// term into a transaction MariaDB checks, and limit how long MariaDB
+	// keeps it open while the owner is silent (fence.go). noIdleTimeout:
+	// the server does not know the setting (MySQL).
 	fenced        bool
 	noIdleTimeout atomic.Bool
-	// fence creates the fence table the reservations of a fenced owner
-	// check (fence.go).
+	// fence creates the fence table the writes of a fenced owner check
+	// (fence.go).
 	fence fenceSetup
 
 	mu     sync.Mutex
@@ -134,67 +133,29 @@ func (p *primary) close() error {
 	return errors.Join(errs...)
 }
 
-// reservationIdleTimeout is how long MariaDB keeps the transaction of a
-// fenced owner's reservation open while the owner sends nothing
-// (idle_transaction_timeout, whole seconds): an owner paused while it
-// holds the sequence row's lock (a GC pause, a frozen VM) loses the
-// transaction, and the lock, before the next leader needs it; the paused
-// owner hands out nothing from it (its lapsed term answers 1290).
-const reservationIdleTimeout = 2
-
 // reserveBlock implements blockStore for the sequence table t in
 // leadership term; a fenced owner's reservation is refused by MariaDB
 // when a newer term has reserved (fence.go).
-func (p *primary) reserveBlock(ctx context.Context, t *table, term uint64, plan func(nextID, cache int64) (int64, error)) (err error) {
-	if p.fenced {
-		if err := p.fence.ensure(ctx, p.db); err != nil {
-			return err
-		}
-	}
-	tx, err := p.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	if p.fenced && !p.noIdleTimeout.Load() {
-		_, err = tx.ExecContext(ctx, "SET SESSION idle_transaction_timeout = "+strconv.Itoa(reservationIdleTimeout))
-		var me *mysql.MySQLError
-		if errors.As(err, &me) && me.Number == 1193 { // ER_UNKNOWN_SYSTEM_VARIABLE: MySQL
-			p.noIdleTimeout.Store(true)
-			err = nil
+func (p *primary) reserveBlock(ctx context.Context, t *table, term uint64, plan func(nextID, cache int64) (int64, error)) error {
+	return p.inTx(ctx, p.db, t, term, fenceRaise, func(tx *sql.Tx) error {
+		var nextID, cache sql.NullInt64
+		err := tx.QueryRowContext(ctx, "SELECT next_id, cache FROM "+t.quoted()+" WHERE id = 0 FOR UPDATE").Scan(&nextID, &cache)
+		if errors.Is(err, sql.ErrNoRows) {
+			return wire.NewError(1105, "HY000", "sequence table %s.%s has no row with id 0: insert one (INSERT INTO %s (id, next_id, cache) VALUES (0, 1, 1000))", t.Schema, t.Name, t.quoted())
 		}
 		if err != nil {
 			return err
 		}
-	}
-	if p.fenced {
-		if err = checkFence(ctx, tx, t, term); err != nil {
+		if !nextID.Valid || !cache.Valid {
+			return wire.NewError(1105, "HY000", "sequence table %s.%s: next_id and cache of row 0 must not be NULL", t.Schema, t.Name)
+		}
+		newNext, err := plan(nextID.Int64, cache.Int64)
+		if err != nil {
 			return err
 		}
-	}
-	var nextID, cache sql.NullInt64
-	err = tx.QueryRowContext(ctx, "SELECT next_id, cache FROM "+t.quoted()+" WHERE id = 0 FOR UPDATE").Scan(&nextID, &cache)
-	if errors.Is(err, sql.ErrNoRows) {
-		return wire.NewError(1105, "HY000", "sequence table %s.%s has no row with id 0: insert one (INSERT INTO %s (id, next_id, cache) VALUES (0, 1, 1000))", t.Schema, t.Name, t.quoted())
-	}
-	if err != nil {
+		_, err = tx.ExecContext(ctx, "UPDATE "+t.quoted()+" SET next_id = ? WHERE id = 0", newNext)
 		return err
-	}
-	if !nextID.Valid || !cache.Valid {
-		return wire.NewError(1105, "HY000", "sequence table %s.%s: next_id and cache of row 0 must not be NULL", t.Schema, t.Name)
-	}
-	newNext, err := plan(nextID.Int64, cache.Int64)
-	if err != nil {
-		return err
-	}
-	if _, err = tx.ExecContext(ctx, "UPDATE "+t.quoted()+" SET next_id = ? WHERE id = 0", newNext); err != nil {
-		return err
-	}
-	return tx.Commit()
+	})
 }
 
 // tableBlocks binds a sequence table to a primary, as a blockStore.
