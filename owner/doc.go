@@ -149,14 +149,20 @@
 //     the primary's generation (blockGen): a new term, even of the same
 //     process, reserves from the table first, after every block another
 //     leader committed, so values stay unique and strictly increasing
-//     across failovers.
+//     across failovers. Lease time is the owner's own clock, so the
+//     reservation also carries the term into MariaDB, which refuses it
+//     once a newer term has reserved (fence.go).
 //   - Message queues poll, deliver and purge only while the owner leads;
 //     a delivery checks again before it postpones its batch and before it
 //     writes it. When a term ends every stream ends with 1290 "no longer
 //     the leader; STREAM again"; a new term empties the caches and polls.
 //     What the last leader sent unacked was postponed first, so it comes
 //     back after its ack wait; nothing is lost, delivery stays at least
-//     once.
+//     once. The postponements and purges carry the term into MariaDB
+//     too, and the client's inserts and acks check it: once a newer term
+//     has written to a message table, an older term's write to it is
+//     refused (1290) before it ran, and that queue stops acting in the
+//     older term (fence.go says which writes and why).
 //
 // # Observability
 //

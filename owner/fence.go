@@ -15,20 +15,58 @@ import (
 
 // The fence MariaDB checks (issue 35). An elected owner acts only while
 // its lease holds (leader.go), but lease time is the owner's own clock: a
-// leader paused past its lease and resumed could still commit a
-// reservation after the next leader has reserved. So every reservation of
-// an elected owner also carries its term (the etcd revision of its
-// election key, which grows across the fleet) into the same transaction
-// as the sequence row: it raises the table's fence row to its term and
-// reads it back, and when a newer term has already written there the
-// transaction is rolled back and the statement answers 1290. MariaDB's
-// row lock orders the reservations, so once a newer term has reserved
-// from a sequence no older term's reservation of it commits.
+// leader paused past its lease and resumed could still write after the
+// next leader has taken over. So the writes of an elected owner also
+// carry its term (the etcd revision of its election key, which grows
+// across the fleet) into the transaction that writes, and MariaDB
+// refuses them once a newer term has written to the same table: the
+// transaction is rolled back and the statement answers 1290, which
+// gateways send to the new leader, as nothing ran.
 //
-// The fence rows live in fenceTable, one per sequence table, created on
-// the first reservation (the backend account needs CREATE on
+// Which writes raise the fence, which only check it, and why:
+//
+//   - A sequence reservation is the leader's own act: it raises the
+//     table's fence row to its term and reads it back in the same
+//     transaction as the sequence row. MariaDB's row lock orders the
+//     reservations, so once a newer term has reserved from a sequence
+//     no older term's reservation of it commits, and no value is handed
+//     out twice.
+//   - A message queue's delivery bookkeeping (postpone: time_next moved
+//     past the ack wait, epoch + 1, before a batch is sent) and its purge
+//     of old acked rows are the leader's own acts too, and raise the
+//     fence of the message table. A paused leader that resumes mid-
+//     delivery must not postpone after the new leader has taken the
+//     queue over: it would move time_next and epoch of messages the new
+//     leader manages (a message in flight with the new leader would come
+//     back early, or late). With the fence its postponement is refused,
+//     its batch is not sent, and its queue stops acting for that term.
+//     The purge would do no harm late (it deletes only rows any leader
+//     deletes), but it runs on every queue about once a second, so it is
+//     the write that raises a new leader's fence on a queue nobody
+//     streams, for the check below.
+//   - A client's insert into or ack of a message table, forwarded
+//     through the owner, is the client's statement and runs once
+//     whoever leads; an ack is exactly once by the table itself (a
+//     second ack of a row finds it acked; write acks with AND time_acked
+//     IS NULL). But a statement that reached a leader that was then
+//     paused was cut by its gateway (1429, it may have run), and its
+//     client may well have run it again through the new leader: run late
+//     by the resumed old leader it would insert a second message. So it
+//     only checks the fence, under a shared lock (inserts and acks do not
+//     wait for each other, only for the leader's own writes), in the
+//     transaction that runs it: a newer term there refuses it before it
+//     ran.
+//
+// Each fenced transaction limits how long MariaDB keeps it open while the
+// owner is silent (idle_transaction_timeout, fenceIdleTimeout), so an
+// owner paused inside one does not hold the fence row, or the sequence
+// row, from the next leader.
+//
+// The fence rows live in fenceTable, one per sequence or message table,
+// created on the first fenced write (the backend account needs CREATE on
 // directgate_owner, as it needs it on twopc for transaction_mode twopc).
-// An owner without election has no fence (term staticTerm).
+// An owner without election has no fence (term staticTerm), and its
+// queue writes run as single statements, as before.
 
 // fenceTable holds the highest term that wrote to each sequence and
 // message table, keyed by schema.table.
@@ -186,4 +224,19 @@ func (p *primary) inTx(ctx context.Context, db *sql.DB, t *table, term uint64, m
 		return err
 	}
 	return tx.Commit()
+}
+
+// write runs the statements of fn for term on db: on a fenced primary in
+// a transaction behind t's fence (inTx), else on db as they are, each
+// committing by itself (one round trip, as before the fence).
+func (p *primary) write(ctx context.Context, db *sql.DB, t *table, term uint64, mode fenceMode, fn func(q execer) error) error {
+	if !p.fenced {
+		return fn(db)
+	}
+	return p.inTx(ctx, db, t, term, mode, func(tx *sql.Tx) error { return fn(tx) })
+}
+
+// execer runs a statement: a pool or a transaction.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }

@@ -32,6 +32,13 @@ func (o *Owner) active() bool {
 	return err == nil
 }
 
+// leadTerm returns the term this owner leads in and whether it leads
+// now: what message queues act in.
+func (o *Owner) leadTerm() (uint64, bool) {
+	term, err := o.leading()
+	return term, err == nil
+}
+
 // standbyError refuses a statement (or a login) on a standby, naming the
 // leader. It is ER_OPTION_PREVENTS_STATEMENT, as a read-only server
 // refuses a write: nothing ran, and gateways that follow the election

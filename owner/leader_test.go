@@ -134,6 +134,24 @@ func TestOwnerStandbyPairSequences(t *testing.T) {
 	}
 }
 
+// makeMsgTable creates message table name (id, body) in testDB afresh,
+// dropped when the test ends.
+func makeMsgTable(tb testing.TB, root *sql.DB, name string) {
+	tb.Helper()
+	tb.Cleanup(func() { _, _ = root.Exec("DROP TABLE IF EXISTS " + testDB + "." + name) })
+	for _, q := range []string{
+		"DROP TABLE IF EXISTS " + testDB + "." + name,
+		"CREATE TABLE " + testDB + "." + name + ` (
+			id BIGINT PRIMARY KEY, priority TINYINT NOT NULL DEFAULT 50, epoch BIGINT NOT NULL DEFAULT 0,
+			time_next BIGINT DEFAULT 0, time_acked BIGINT, body VARCHAR(64), KEY next_idx (time_next)
+		) COMMENT '` + msgComment + `'`,
+	} {
+		if _, err := root.Exec(q); err != nil {
+			tb.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
 func mustExecRoot(t *testing.T, db *sql.DB, qs ...string) {
 	t.Helper()
 	for _, q := range qs {
@@ -178,18 +196,27 @@ func streamIDs(t *testing.T, db *sql.DB, table string) (<-chan int64, <-chan err
 	return ids, ended
 }
 
+// wantStreamEnd waits for a stream of streamIDs to end with 1290 whose
+// message says say.
+func wantStreamEnd(t *testing.T, ended <-chan error, say string) {
+	t.Helper()
+	select {
+	case err := <-ended:
+		if me := wantSQLError(t, err, 1290, "HY000"); !strings.Contains(me.Message, say) {
+			t.Fatalf("stream end: %q, want it to say %q", me.Message, say)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream did not end")
+	}
+}
+
 // The leader's streams end when it steps down; the new leader delivers
 // what the old one had sent unacked (after the ack wait) and what it had
 // not sent yet: nothing is lost.
 func TestOwnerStandbyTakesOverMessages(t *testing.T) {
 	needServer(t)
 	root := rootDB(t)
-	t.Cleanup(func() { _, _ = root.Exec("DROP TABLE IF EXISTS " + testDB + ".ha_msgs") })
-	mustExecRoot(t, root, "DROP TABLE IF EXISTS "+testDB+".ha_msgs",
-		"CREATE TABLE "+testDB+`.ha_msgs (
-			id BIGINT PRIMARY KEY, priority TINYINT NOT NULL DEFAULT 50, epoch BIGINT NOT NULL DEFAULT 0,
-			time_next BIGINT DEFAULT 0, time_acked BIGINT, body VARCHAR(64), KEY next_idx (time_next)
-		) COMMENT '`+msgComment+`'`)
+	makeMsgTable(t, root, "ha_msgs")
 	a, b, la, lb := startPair(t)
 	aAddr, bAddr := a.Addr().String(), b.Addr().String()
 	la.set(1, aAddr, nil)
@@ -213,14 +240,7 @@ func TestOwnerStandbyTakesOverMessages(t *testing.T) {
 	// b takes over: a's stream ends with 1290, unacked 1-3 stay due.
 	la.set(0, bAddr, nil)
 	lb.set(2, bAddr, nil)
-	select {
-	case err := <-ended:
-		if me := wantSQLError(t, err, 1290, "HY000"); !strings.Contains(me.Message, "no longer the leader") {
-			t.Fatalf("stream end: %q", me.Message)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the old leader's stream did not end")
-	}
+	wantStreamEnd(t, ended, "no longer the leader")
 	if _, err := dbB.Exec("INSERT INTO ha_msgs (id, body) VALUES (4, 'four'), (5, 'five')"); err != nil {
 		t.Fatal(err)
 	}

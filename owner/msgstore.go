@@ -14,6 +14,7 @@ type sqlQueue struct {
 	primary func() (*primary, error)
 	// failed is told about connection failures (discovery re-probes).
 	failed func(addr string, err error)
+	t      *table
 	table  string // `db`.`table`
 	// cols are the streamed columns, id first; idNumeric says whether
 	// ids are integers (written as numbers into statements).
@@ -31,19 +32,19 @@ func newSQLQueue(t *table, cols []columnInfo, current func() (*primary, error), 
 		names[i] = quoteIdent(c.Name)
 	}
 	return &sqlQueue{
-		primary: current, failed: failed, table: t.quoted(), cols: cols, idNumeric: cols[0].Numeric,
+		primary: current, failed: failed, t: t, table: t.quoted(), cols: cols, idNumeric: cols[0].Numeric,
 		selectDue: "SELECT priority, time_next, epoch, " + strings.Join(names, ", ") + " FROM " + t.quoted() +
 			" WHERE time_acked IS NULL AND time_next <= ? ORDER BY priority, time_next LIMIT ?",
 	}
 }
 
-// run calls fn with the primary's pool and reports connection failures.
-func (s *sqlQueue) run(fn func(db *sql.DB) error) error {
+// run calls fn with the current primary and reports connection failures.
+func (s *sqlQueue) run(fn func(p *primary) error) error {
 	p, err := s.primary()
 	if err != nil {
 		return err
 	}
-	err = fn(p.db)
+	err = fn(p)
 	if isConnError(err) {
 		s.failed(p.addr, err)
 	}
@@ -52,8 +53,8 @@ func (s *sqlQueue) run(fn func(db *sql.DB) error) error {
 
 func (s *sqlQueue) loadDue(ctx context.Context, now int64, limit int) ([]*message, error) {
 	var out []*message
-	err := s.run(func(db *sql.DB) error {
-		rows, err := db.QueryContext(ctx, s.selectDue, now, limit)
+	err := s.run(func(p *primary) error {
+		rows, err := p.db.QueryContext(ctx, s.selectDue, now, limit)
 		if err != nil {
 			return err
 		}
@@ -101,7 +102,7 @@ func (s *sqlQueue) idArg(id string) any {
 	return id
 }
 
-func (s *sqlQueue) postpone(ctx context.Context, due []postponement) error {
+func (s *sqlQueue) postpone(ctx context.Context, term uint64, due []postponement) error {
 	if len(due) == 0 {
 		return nil
 	}
@@ -123,21 +124,25 @@ func (s *sqlQueue) postpone(ctx context.Context, due []postponement) error {
 		args = append(args, s.idArg(d.id))
 	}
 	b.WriteString(") AND time_acked IS NULL")
-	return s.run(func(db *sql.DB) error {
-		_, err := db.ExecContext(ctx, b.String(), args...)
-		return err
+	return s.run(func(p *primary) error {
+		return p.write(ctx, p.db, s.t, term, fenceRaise, func(q execer) error {
+			_, err := q.ExecContext(ctx, b.String(), args...)
+			return err
+		})
 	})
 }
 
-func (s *sqlQueue) purge(ctx context.Context, cutoff int64) (int64, error) {
+func (s *sqlQueue) purge(ctx context.Context, term uint64, cutoff int64) (int64, error) {
 	var n int64
-	err := s.run(func(db *sql.DB) error {
-		res, err := db.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE time_acked < ? LIMIT %d", s.table, purgeBatch), cutoff)
-		if err != nil {
+	err := s.run(func(p *primary) error {
+		return p.write(ctx, p.db, s.t, term, fenceRaise, func(q execer) error {
+			res, err := q.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE time_acked < ? LIMIT %d", s.table, purgeBatch), cutoff)
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
 			return err
-		}
-		n, err = res.RowsAffected()
-		return err
+		})
 	})
 	return n, err
 }

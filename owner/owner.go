@@ -508,7 +508,7 @@ func (o *Owner) applyTables(found []foundTable) {
 			} else {
 				name := f.Schema + "." + f.Name
 				t.queue = newQueue(name, f.opts, store, defs, o.log.Named("messages").With("table", name), o.now, o.rnd)
-				t.queue.active = o.active
+				t.queue.lead = o.leadTerm
 				t.queue.start()
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,11 +21,14 @@ type queueStore interface {
 	// (ns), by priority then time_next.
 	loadDue(ctx context.Context, now int64, limit int) ([]*message, error)
 	// postpone sets time_next of each unacked message to its due time and
-	// increments its epoch, in one statement.
-	postpone(ctx context.Context, due []postponement) error
-	// purge deletes up to purgeBatch messages acked before cutoff (ns)
-	// and returns how many it deleted.
-	purge(ctx context.Context, cutoff int64) (int64, error)
+	// increments its epoch, in one statement, in leadership term.
+	postpone(ctx context.Context, term uint64, due []postponement) error
+	// purge deletes up to purgeBatch messages acked before cutoff (ns),
+	// in leadership term, and returns how many it deleted.
+	purge(ctx context.Context, term uint64, cutoff int64) (int64, error)
+	// Both are the leader's own writes: behind the fence of an elected
+	// owner, a term a newer one has written over is refused with
+	// *staleTermError and nothing is written (fence.go).
 }
 
 // purgeBatch is the most rows one purge statement deletes.
@@ -122,10 +126,15 @@ type queue struct {
 	// failure of a streak is logged at warn level.
 	failing bool
 
-	// active, when set, says whether the queue may poll and deliver: an
-	// owner that does not lead (or whose lease may have run out) does
-	// neither. Set before start.
-	active func() bool
+	// lead, when set, returns the leadership term the queue acts in and
+	// whether it may poll and deliver: an owner that does not lead (or
+	// whose lease may have run out) does neither. Set before start; nil:
+	// always, in staticTerm.
+	lead func() (term uint64, ok bool)
+	// superseded is the newest term the fence refused a write of: a newer
+	// term wrote to the table since, so the queue does not act in it (or
+	// any older), whatever lead says.
+	superseded atomic.Uint64
 
 	// stats counts what the queue did, for metrics.
 	stats queueStats
@@ -226,6 +235,12 @@ func (q *queue) columns() []wire.Column {
 // subscription's Done is closed.
 func (q *queue) subscribe(s subscriber) *subscription {
 	sub := &subscription{s: s, done: make(chan struct{})}
+	if q.lead != nil {
+		if term, ok := q.lead(); ok && term <= q.superseded.Load() {
+			sub.end(q.supersededError(term))
+			return sub
+		}
+	}
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
@@ -280,8 +295,55 @@ func (q *queue) endSubscriptions(reason *wire.SQLError) {
 	}
 }
 
+// term returns the leadership term the queue acts in, and whether it may
+// poll and deliver now.
+func (q *queue) term() (uint64, bool) {
+	if q.lead == nil {
+		return staticTerm, true
+	}
+	term, ok := q.lead()
+	return term, ok && term > q.superseded.Load()
+}
+
 // serving reports whether the queue may poll and deliver now.
-func (q *queue) serving() bool { return q.active == nil || q.active() }
+func (q *queue) serving() bool {
+	_, ok := q.term()
+	return ok
+}
+
+// holds reports whether the queue still acts in term.
+func (q *queue) holds(term uint64) bool {
+	now, ok := q.term()
+	return ok && now == term
+}
+
+// supersede stops the queue from acting in the term the fence refused
+// (e): a newer term has written to the table, so this owner's leadership
+// has ended, whatever its lease says. Its streams end (their clients
+// STREAM again, through a gateway to the new leader) and its cache is
+// emptied; it acts again only in a newer term than e's.
+func (q *queue) supersede(e *staleTermError) {
+	for {
+		old := q.superseded.Load()
+		if e.term <= old {
+			q.log.Debug("the fence refused a write of an ended term", "table", q.name, "term", e.term, "newer", e.newer)
+			return
+		}
+		if q.superseded.CompareAndSwap(old, e.term) {
+			break
+		}
+	}
+	q.log.Warn("a newer leadership term has written to this message table: MariaDB refused this owner's write, it stops delivering in its term",
+		"table", q.name, "term", e.term, "newer", e.newer)
+	q.endSubscriptions(q.supersededError(e.term))
+}
+
+// supersededError ends a stream of a term the fence refused.
+func (q *queue) supersededError(term uint64) *wire.SQLError {
+	return wire.NewError(wire.ErOptionPreventsStatement, "HY000",
+		"This owner's leadership term %d has ended: a newer term has written to message table %s since; STREAM again (gateways send it to the new leader)",
+		term, q.name)
+}
 
 // reset forgets the cached messages (the primary changed: its rows may
 // differ) and polls again.
@@ -409,18 +471,23 @@ func (q *queue) deliver(sub *subscription, batch []*message, opts msgOptions, st
 		rows[i] = m.row
 	}
 	var err error
-	leading := q.serving()
+	term, leading := q.term()
 	if leading {
 		ctx, cancel := context.WithTimeout(q.ctx, statementTimeout)
-		err = store.postpone(ctx, due)
+		err = store.postpone(ctx, term, due)
 		cancel()
 	}
+	var stale *staleTermError
 	switch {
 	case !leading:
 		// Not sent: the batch stays due in the table, for the leader.
+	case errors.As(err, &stale):
+		// A newer term has taken the queue over: nothing was postponed,
+		// nothing goes out.
+		q.supersede(stale)
 	case err != nil:
 		q.failed("cannot postpone messages before sending them; they stay due", err)
-	case !q.serving():
+	case !q.holds(term):
 		// Postponed, but the leadership lapsed meanwhile: not sent, the
 		// batch comes back after the ack wait like an unacked one.
 	default:
@@ -564,7 +631,8 @@ func (q *queue) purgeLoop() {
 // purge deletes messages acked more than purge_after ago, in batches of
 // purgeBatch while batches come back full (at most 100 per run).
 func (q *queue) purge() {
-	if !q.serving() {
+	term, ok := q.term()
+	if !ok {
 		return // the leader purges
 	}
 	q.mu.Lock()
@@ -573,8 +641,13 @@ func (q *queue) purge() {
 	cutoff := q.now().Add(-after).UnixNano()
 	for range 100 {
 		ctx, cancel := context.WithTimeout(q.ctx, statementTimeout)
-		n, err := store.purge(ctx, cutoff)
+		n, err := store.purge(ctx, term, cutoff)
 		cancel()
+		var stale *staleTermError
+		if errors.As(err, &stale) {
+			q.supersede(stale)
+			return
+		}
 		if err != nil {
 			if q.ctx.Err() == nil {
 				q.log.Debug("purge failed", "table", q.name, "error", err)

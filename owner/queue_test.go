@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -95,7 +96,7 @@ func (f *fakeMessages) loadDue(_ context.Context, now int64, limit int) ([]*mess
 	return out, nil
 }
 
-func (f *fakeMessages) postpone(_ context.Context, due []postponement) error {
+func (f *fakeMessages) postpone(_ context.Context, _ uint64, due []postponement) error {
 	if f.gate != nil {
 		<-f.gate
 	}
@@ -115,7 +116,7 @@ func (f *fakeMessages) postpone(_ context.Context, due []postponement) error {
 	return nil
 }
 
-func (f *fakeMessages) purge(_ context.Context, cutoff int64) (int64, error) {
+func (f *fakeMessages) purge(_ context.Context, _ uint64, cutoff int64) (int64, error) {
 	f.mu.Lock()
 	f.cutoffs = append(f.cutoffs, cutoff)
 	f.mu.Unlock()
@@ -505,5 +506,48 @@ func TestQueuePollBehindInFlight(t *testing.T) {
 	slices.Sort(got)
 	if !slices.Equal(got, []string{"0", "1", "2"}) {
 		t.Fatalf("got %v", got)
+	}
+}
+
+// A postponement the fence refuses (a newer term has written to the
+// table, issue 35) is not sent: the queue ends its streams with 1290 and
+// stops acting in its term, though its lease check still says it leads;
+// in a newer term it delivers again.
+func TestQueueStaleTermStandsDown(t *testing.T) {
+	store := newFakeMessages()
+	store.insert("m", 0, 0)
+	store.failNext = staleTerm(&table{Schema: "db", Name: "msgs", kind: kindMessage}, 10, 20)
+	var mu sync.Mutex
+	term := uint64(10)
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	q := newQueue("db.msgs", testOptions(), store, []wire.Column{{Name: "id"}, {Name: "body"}}, hclog.NewNullLogger(), clock.now, func() float64 { return 0.5 })
+	q.lead = func() (uint64, bool) { mu.Lock(); defer mu.Unlock(); return term, true }
+	q.start()
+	t.Cleanup(func() { q.close(nil) })
+
+	s := newFakeSub("a")
+	sub := q.subscribe(s)
+	select {
+	case <-sub.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream did not end after the fence refused its term")
+	}
+	if sub.err == nil || sub.err.Code != wire.ErOptionPreventsStatement || !strings.Contains(sub.err.Message, "STREAM again") {
+		t.Fatalf("stream ended with %v, want 1290 STREAM again", sub.err)
+	}
+	nothing(t, s)
+	if r := store.row("m"); r.epoch != 0 {
+		t.Fatalf("epoch %d after a refused postpone", r.epoch)
+	}
+	if q.serving() {
+		t.Fatal("the queue still acts in the term the fence refused")
+	}
+	mu.Lock()
+	term = 30
+	mu.Unlock()
+	s = newFakeSub("b")
+	q.subscribe(s)
+	if got := receive(t, s, 1); got[0] != "m" {
+		t.Fatalf("in a newer term: got %v", got)
 	}
 }

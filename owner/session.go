@@ -2,6 +2,7 @@ package owner
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"io"
 	"net"
@@ -287,7 +288,7 @@ func (ss *session) answer(st statement, q string) (end bool, err error) {
 	case stmtNext:
 		return false, ss.nextValues(ctx, t, st.count, term)
 	case stmtInsert, stmtAck:
-		return false, ss.exec(ctx, t, st, q)
+		return false, ss.exec(ctx, t, st, q, term)
 	}
 	return true, ss.stream(t, term)
 }
@@ -383,10 +384,13 @@ func (ss *session) nextValues(ctx context.Context, t *table, n int64, term uint6
 }
 
 // exec runs an insert into or an ack of a message table on the primary,
-// verbatim, in the session's default database, and answers with the
-// primary's OK. An insert makes the queue poll at once; an ack drops the
-// acked ids from its cache.
-func (ss *session) exec(ctx context.Context, t *table, st statement, q string) error {
+// verbatim, in the session's default database, in leadership term, and
+// answers with the primary's OK. An insert makes the queue poll at once;
+// an ack drops the acked ids from its cache. An elected owner runs it
+// behind the table's fence (fence.go): when a newer term has written to
+// the table, it is refused with 1290 before it ran, and the gateway sends
+// it to the new leader.
+func (ss *session) exec(ctx context.Context, t *table, st statement, q string, term uint64) error {
 	p, err := ss.o.currentPrimary(ctx)
 	if err != nil {
 		return ss.writeErr(ss.o.toSQLError(err, t, ""))
@@ -399,7 +403,15 @@ func (ss *session) exec(ctx context.Context, t *table, st statement, q string) e
 	if err != nil {
 		return ss.statementFailed(p, t, err)
 	}
-	res, err := db.ExecContext(ctx, q)
+	var res sql.Result
+	err = p.write(ctx, db, t, term, fenceCheck, func(e execer) (err error) {
+		res, err = e.ExecContext(ctx, q)
+		return err
+	})
+	var stale *staleTermError
+	if errors.As(err, &stale) {
+		t.queue.supersede(stale)
+	}
 	if err != nil {
 		return ss.statementFailed(p, t, err)
 	}
