@@ -190,6 +190,12 @@ type tracked struct {
 	slow             bool
 	slowRun, fastRun int
 	timed            bool
+	// readOnly is @@read_only as of the last good probe: it decides the
+	// role. A failed probe may have timed SELECT 1 and then timed out
+	// before reading the variables (its ReadOnly is then false); while
+	// the backend still serves on the earlier probes, such a replica
+	// must not count as writable (a split brain, writes refused).
+	readOnly bool
 }
 
 // clusterSummary is what was last logged about a cluster's roles.
@@ -571,6 +577,9 @@ func (o *Observer) applyLatency(t *tracked, r Result, limit time.Duration) (logE
 // event when the state changed. Called with mu held.
 func (o *Observer) applyState(t *tracked, r Result, now time.Time) (logEvent, bool) {
 	good, reason := judge(r)
+	if good {
+		t.readOnly = r.ReadOnly
+	}
 	if t.state == StateUnknown {
 		t.reason = cmp.Or(reason, "waiting for more good probes")
 	}
@@ -644,7 +653,7 @@ func (o *Observer) publishLocked(now time.Time) []logEvent {
 		if t.state != StateServing {
 			continue
 		}
-		if t.last.ReadOnly {
+		if t.readOnly {
 			c.Replicas = append(c.Replicas, addr)
 		} else {
 			c.Writable = append(c.Writable, addr)

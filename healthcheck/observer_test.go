@@ -775,3 +775,32 @@ func TestMaxLatencyTargetedProbe(t *testing.T) {
 		}
 	})
 }
+
+// TestFailedProbeKeepsRole pins down a false split brain (e2e/faults
+// TestSlowReplica, a replica's link slowed past the probe timeout): a
+// probe that timed its SELECT 1 and then timed out reading the variables
+// has ReadOnly false; while the replica still served on its earlier
+// probes it was counted as writable, the cluster was in split brain and
+// writes were refused until fall probes took the replica out. The role
+// comes from the last good probe.
+func TestFailedProbeKeepsRole(t *testing.T) {
+	p := newFakeProber()
+	pr, rr := Backend{"p:1", "c"}, Backend{"r:1", "c"}
+	o := manual(t, p, pr, rr)
+	p.set(pr.Addr, primaryOK)
+	p.set(rr.Addr, replicaOK)
+	o.runRound()
+	o.runRound()
+	p.set(rr.Addr, Result{Reachable: true, RTT: 900 * time.Millisecond, Err: errors.New("probe r:1: read variables: i/o timeout")})
+	o.runRound()
+	s := o.Snapshot()
+	c := s.Cluster("c")
+	if v := s.Backend(rr.Addr); v.State != StateServing || c.SplitBrain || c.Primary != pr.Addr || v.Role != RoleReplica {
+		t.Fatalf("after 1 failed probe of the replica: state %v, role %v, split brain %v, primary %q; want serving, replica, no split brain, %s",
+			v.State, v.Role, c.SplitBrain, c.Primary, pr.Addr)
+	}
+	o.runRound()
+	if v := o.Snapshot().Backend(rr.Addr); v.State != StateNotServing || o.Snapshot().Cluster("c").Primary != pr.Addr {
+		t.Fatalf("after fall failed probes: %+v", v)
+	}
+}
