@@ -300,6 +300,11 @@ type Cluster struct {
 	// out of the read set. Default 10s.
 	// 0 admits only replicas reporting no lag.
 	MaxReplicaLag *time.Duration `yaml:"max_replica_lag"`
+	// MaxReplicaLatency keeps replicas whose discovery probe round trip
+	// (a SELECT 1 on the probe's connection) is above it out of the read
+	// set: health.fall probes in a row above it take a replica out,
+	// health.rise in a row within it bring it back. Default 0: off.
+	MaxReplicaLatency time.Duration `yaml:"max_replica_latency"`
 	// CausalReads makes a session's replica reads after its own write wait
 	// until the replica has applied that write (MASTER_GTID_WAIT), for at
 	// most CausalTimeout; then the read goes to the primary. Default off.

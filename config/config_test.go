@@ -145,6 +145,7 @@ clusters: [{name: main, backend_user: g, backends: ["nohost"]}]`: "clusters[0].b
 		"health: {interval: 1ms}\n" + minimal:                      "health.interval",
 		minimal + "    stickiness_threshold: 0.5\n":                "clusters[0].stickiness_threshold",
 		minimal + "    failover_buffer: -1s\n":                     "clusters[0].failover_buffer",
+		minimal + "    max_replica_latency: -1ms\n":                "clusters[0].max_replica_latency",
 		minimal + "    hot_row: {max_concurrency: -1}\n":           "clusters[0].hot_row.max_concurrency",
 		minimal + "    hot_row: {max_queue: -1}\n":                 "clusters[0].hot_row.max_queue",
 		minimal + "    hot_row: {max_wait: -1s}\n":                 "clusters[0].hot_row.max_wait",

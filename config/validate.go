@@ -273,10 +273,11 @@ func (cl *Cluster) checkIdentity(k string, seen *clustersSeen, p *problems) {
 }
 
 // checkRouting checks the cluster k's replica reads and failover keys:
-// max_replica_lag, causal_timeout, failover_buffer, stickiness_threshold
-// and hot_limit.
+// max_replica_lag, max_replica_latency, causal_timeout, failover_buffer,
+// stickiness_threshold and hot_limit.
 func (cl *Cluster) checkRouting(k string, p *problems) {
 	p.nonNegative(k+".max_replica_lag", *cl.MaxReplicaLag < 0)
+	p.nonNegative(k+".max_replica_latency", cl.MaxReplicaLatency < 0)
 	p.nonNegative(k+".causal_timeout", *cl.CausalTimeout < 0)
 	p.nonNegative(k+".failover_buffer", *cl.FailoverBuffer < 0)
 	if cl.StickinessThreshold < 1 {

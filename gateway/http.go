@@ -143,7 +143,7 @@ func (g *opsGateway) HealthView() ops.HealthView {
 				bv := ops.BackendHealth{
 					Addr: addr, State: b.State.String(), Reason: b.Reason, Since: b.Since, Role: b.Role.String(),
 					ReadOnly: b.Last.ReadOnly, ServerID: b.Last.ServerID, Version: b.Last.Version,
-					ReplicationNote: b.Last.ReplicationNote, ProbeMillis: ms(b.Last.RTT),
+					ReplicationNote: b.Last.ReplicationNote, ProbeMillis: ms(b.Last.RTT), Slow: b.Slow,
 				}
 				if b.Last.LagKnown {
 					lag := b.Last.Lag.Seconds()

@@ -116,7 +116,8 @@ func (ss *Session) pickNow(route querypath.Route, conf *config.Cluster) (*backen
 // pickReplica returns the session's replica: the one it had while that
 // one qualifies and its score stays within the stickiness threshold,
 // else a new pick. nil when no replica serves with a known lag under
-// max_replica_lag.
+// max_replica_lag and a probe round trip under max_replica_latency
+// (discovery's Slow).
 func (ss *Session) pickReplica(snap *healthcheck.Snapshot, conf *config.Cluster, avoid string) *backend {
 	c := snap.Cluster(ss.cluster.name)
 	if c == nil || len(c.Replicas) == 0 {
@@ -128,7 +129,7 @@ func (ss *Session) pickReplica(snap *healthcheck.Snapshot, conf *config.Cluster,
 	for _, addr := range c.Replicas {
 		v := snap.Backends[addr]
 		be := backends[addr]
-		if be == nil || addr == avoid || !v.Last.LagKnown || v.Last.Lag > *conf.MaxReplicaLag {
+		if be == nil || addr == avoid || !v.Last.LagKnown || v.Last.Lag > *conf.MaxReplicaLag || v.Slow {
 			continue
 		}
 		if be == ss.replica {

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/directgate/directgate/healthcheck"
 	"github.com/directgate/directgate/querypath"
 	"github.com/directgate/directgate/wire"
 )
@@ -118,6 +119,45 @@ func TestRoutingDecisions(t *testing.T) {
 	for range 10 {
 		if be := where("SELECT 1"); be != other {
 			t.Fatal("session did not stay on its new replica")
+		}
+	}
+}
+
+// TestPickReplicaLeavesOutLaggingAndSlow: a replica qualifies for reads
+// only while its lag is known and at most max_replica_lag and discovery
+// does not call it slow (its probe round trip above max_replica_latency);
+// when none qualifies, reads go to the primary (pickReplica returns nil).
+func TestPickReplicaLeavesOutLaggingAndSlow(t *testing.T) {
+	ss := benchSession(t, 2) // fake:1 primary, fake:2 and fake:3 replicas
+	conf := *ss.cluster.conf.Load()
+	conf.MaxReplicaLag = new(2 * time.Second)
+	view := func(lag time.Duration, lagKnown, slow bool) *healthcheck.BackendView {
+		return &healthcheck.BackendView{State: healthcheck.StateServing, Role: healthcheck.RoleReplica, Slow: slow,
+			Last: healthcheck.Result{Reachable: true, ReadOnly: true, Replica: true, Lag: lag, LagKnown: lagKnown, RTT: time.Millisecond}}
+	}
+	for _, tc := range []struct {
+		what   string
+		r2, r3 *healthcheck.BackendView
+		want   string // "" for the primary
+	}{
+		{"fake:2 slow", view(0, true, true), view(0, true, false), "fake:3"},
+		{"fake:3 lagging past max_replica_lag", view(0, true, false), view(3*time.Second, true, false), "fake:2"},
+		{"fake:3 at max_replica_lag", view(3*time.Second, true, false), view(2*time.Second, true, false), "fake:3"},
+		{"fake:2 lag unknown, fake:3 slow", view(0, false, false), view(0, true, true), ""},
+		{"both slow", view(0, true, true), view(0, true, true), ""},
+	} {
+		snap := &healthcheck.Snapshot{
+			Clusters: map[string]*healthcheck.Cluster{"main": {Name: "main", Primary: "fake:1", Replicas: []string{"fake:2", "fake:3"}}},
+			Backends: map[string]*healthcheck.BackendView{"fake:2": tc.r2, "fake:3": tc.r3},
+		}
+		for range 20 { // a random pick: every one must qualify
+			got := ""
+			if be := ss.pickReplica(snap, &conf, ""); be != nil {
+				got = be.addr
+			}
+			if got != tc.want {
+				t.Fatalf("%s: read goes to %q, want %q", tc.what, got, tc.want)
+			}
 		}
 	}
 }

@@ -181,14 +181,15 @@ func New(cfg *config.Config, log hclog.Logger, opts ...Option) (*Server, error) 
 	s.crashHook = o.crashHook
 	h := cfg.Health
 	s.health, err = healthcheck.New(healthcheck.Config{
-		Interval:  h.Interval,
-		BatchSize: h.BatchSize,
-		Timeout:   h.Timeout,
-		Rise:      h.Rise,
-		Fall:      h.Fall,
-		Prober:    clusterProber{s: s, timeout: h.Timeout},
-		Logger:    log.Named("health"),
-		Backends:  s.healthBackends,
+		Interval:   h.Interval,
+		BatchSize:  h.BatchSize,
+		Timeout:    h.Timeout,
+		Rise:       h.Rise,
+		Fall:       h.Fall,
+		Prober:     clusterProber{s: s, timeout: h.Timeout},
+		Logger:     log.Named("health"),
+		Backends:   s.healthBackends,
+		MaxLatency: s.maxReplicaLatency,
 	})
 	if err != nil {
 		s.closeClusters()
@@ -241,6 +242,15 @@ func (s *Server) healthBackends() []healthcheck.Backend {
 		}
 	}
 	return list
+}
+
+// maxReplicaLatency is the named cluster's max_replica_latency, read at
+// each probe result so that a reload applies from the next probe on.
+func (s *Server) maxReplicaLatency(cluster string) time.Duration {
+	if c := s.clusters[cluster]; c != nil {
+		return c.conf.Load().MaxReplicaLatency
+	}
+	return 0
 }
 
 // clusterProber probes each backend with its cluster's backend account,

@@ -36,6 +36,12 @@
 // the reason for its state and since when it holds; state changes are
 // logged, single probes are not.
 //
+// A slow backend can still be kept from readers: with Config.MaxLatency,
+// a backend whose probe round trip (the SELECT 1) is above its cluster's
+// cap on Fall probes in a row is marked Slow in the snapshot, and Rise
+// probes in a row within the cap clear it (the first timed probe decides
+// alone). Slow leaves State alone; readers give slow replicas no reads.
+//
 // A caller that sees a connection error calls Observer.ReportFailure: the
 // backend is marked not serving (suspect) at once, a snapshot saying so is
 // published before the call returns, and the backend is probed at once.

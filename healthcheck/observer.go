@@ -37,6 +37,15 @@ type Config struct {
 	Fall int
 	// Prober checks one backend. Required.
 	Prober Prober
+	// MaxLatency returns the cap on the probe round trip (Result.RTT) of
+	// the backends of cluster: a backend whose round trip exceeds it on
+	// Fall probes in a row is marked Slow, and one under it on Rise
+	// probes in a row is no longer slow (the first probe that times the
+	// round trip decides alone). Slow does not change State: readers
+	// leave slow replicas out. Zero, or a nil func, means no cap. It is
+	// called without the observer's lock, before each result is applied,
+	// so a new cap counts from the next probe; it must be quick.
+	MaxLatency func(cluster string) time.Duration
 	// Logger receives state changes. Default: discard.
 	Logger hclog.Logger
 	// Backends lists the backends to probe. It is called once at the
@@ -175,6 +184,18 @@ type tracked struct {
 	// lastTargeted is when the last one started.
 	probing      bool
 	lastTargeted time.Time
+	// slow is set once Fall round trips in a row exceeded the cluster's
+	// MaxLatency and cleared by Rise in a row within it; slowRun and
+	// fastRun count those round trips, timed says one was judged.
+	slow             bool
+	slowRun, fastRun int
+	timed            bool
+	// readOnly is @@read_only as of the last good probe: it decides the
+	// role. A failed probe may have timed SELECT 1 and then timed out
+	// before reading the variables (its ReadOnly is then false); while
+	// the backend still serves on the earlier probes, such a replica
+	// must not count as writable (a split brain, writes refused).
+	readOnly bool
 }
 
 // clusterSummary is what was last logged about a cluster's roles.
@@ -296,14 +317,13 @@ func (o *Observer) Check(addr string) {
 		if o.ctx.Err() != nil {
 			return
 		}
+		limit := o.maxLatency(b)
 		now := time.Now()
 		var events []logEvent
 		o.mu.Lock()
 		if cur := o.backends[b.Addr]; cur == t {
 			t.probing = false
-			if e, ok := o.apply(t, r, started, now); ok {
-				events = append(events, e)
-			}
+			events = append(events, o.apply(t, r, started, now, limit)...)
 			events = append(events, o.publishLocked(now)...)
 		}
 		o.mu.Unlock()
@@ -396,6 +416,10 @@ feed:
 		return
 	}
 
+	caps := make([]time.Duration, len(list))
+	for i, b := range list {
+		caps[i] = o.maxLatency(b)
+	}
 	now := time.Now()
 	var events []logEvent
 	o.mu.Lock()
@@ -411,9 +435,7 @@ feed:
 			o.backends[b.Addr] = t
 		}
 		t.b = b
-		if e, ok := o.apply(t, results[i], starts[i], now); ok {
-			events = append(events, e)
-		}
+		events = append(events, o.apply(t, results[i], starts[i], now, caps[i])...)
 	}
 	o.round++
 	o.lastStart, o.lastDuration = roundStart, now.Sub(roundStart)
@@ -477,21 +499,87 @@ func judge(r Result) (bool, string) {
 	return true, ""
 }
 
-// apply records one probe result on t with hysteresis. It returns a log
-// event when the state changed. Called with mu held.
-func (o *Observer) apply(t *tracked, r Result, started, now time.Time) (logEvent, bool) {
+// maxLatency is the cap on b's probe round trip (Config.MaxLatency), 0
+// for none. Called without mu.
+func (o *Observer) maxLatency(b Backend) time.Duration {
+	if o.cfg.MaxLatency == nil {
+		return 0
+	}
+	return max(o.cfg.MaxLatency(b.Cluster), 0)
+}
+
+// apply records one probe result on t with hysteresis, its state and,
+// against limit (the cluster's MaxLatency), whether it is slow. It returns
+// the log events of the changes. Called with mu held.
+func (o *Observer) apply(t *tracked, r Result, started, now time.Time, limit time.Duration) []logEvent {
 	if started.Before(t.suspectAt) {
-		return logEvent{}, false // began before a reported failure: stale
+		return nil // began before a reported failure: stale
 	}
 	if errors.Is(r.Err, ErrNotProbed) {
 		if t.state == StateUnknown {
 			t.reason = r.Err.Error()
 		}
-		return logEvent{}, false // nothing learned
+		return nil // nothing learned
 	}
 	t.last = r
 	t.lastProbe = now
+	var events []logEvent
+	if e, ok := o.applyLatency(t, r, limit); ok {
+		events = append(events, e)
+	}
+	if e, ok := o.applyState(t, r, now); ok {
+		events = append(events, e)
+	}
+	return events
+}
+
+// applyLatency judges r's round trip against limit with the Rise/Fall
+// hysteresis: Fall round trips in a row above limit make t slow, Rise in
+// a row within it make it not slow; the first one timed decides alone,
+// and without a limit nothing is slow. A probe that timed no round trip
+// (the backend was not reached) changes nothing. It returns a log event
+// when slow changed. Called with mu held.
+func (o *Observer) applyLatency(t *tracked, r Result, limit time.Duration) (logEvent, bool) {
+	was := t.slow
+	switch {
+	case limit <= 0:
+		t.slow, t.slowRun, t.fastRun, t.timed = false, 0, 0, false
+	case !r.Reachable:
+		return logEvent{}, false
+	case r.RTT > limit:
+		t.slowRun++
+		t.fastRun = 0
+		if !t.timed || t.slowRun >= o.cfg.Fall {
+			t.slow = true
+		}
+	default:
+		t.fastRun++
+		t.slowRun = 0
+		if !t.timed || t.fastRun >= o.cfg.Rise {
+			t.slow = false
+		}
+	}
+	if limit > 0 {
+		t.timed = true
+	}
+	if t.slow == was {
+		return logEvent{}, false
+	}
+	if t.slow {
+		return logEvent{hclog.Warn, "backend slow: probe round trip above the cap, no reads", []any{
+			"backend", t.b.Addr, "cluster", t.b.Cluster, "round_trip", r.RTT, "max", limit, "probes", t.slowRun}}, true
+	}
+	return logEvent{hclog.Info, "backend no longer slow", []any{
+		"backend", t.b.Addr, "cluster", t.b.Cluster, "round_trip", r.RTT, "max", limit}}, true
+}
+
+// applyState records r on t's State with hysteresis. It returns a log
+// event when the state changed. Called with mu held.
+func (o *Observer) applyState(t *tracked, r Result, now time.Time) (logEvent, bool) {
 	good, reason := judge(r)
+	if good {
+		t.readOnly = r.ReadOnly
+	}
 	if t.state == StateUnknown {
 		t.reason = cmp.Or(reason, "waiting for more good probes")
 	}
@@ -554,7 +642,7 @@ func (o *Observer) publishLocked(now time.Time) []logEvent {
 	for addr, t := range o.backends {
 		s.Backends[addr] = &BackendView{
 			Backend: t.b, State: t.state, Reason: t.reason, Since: t.since,
-			Last: t.last, LastProbe: t.lastProbe,
+			Last: t.last, LastProbe: t.lastProbe, Slow: t.slow,
 		}
 		c := s.Clusters[t.b.Cluster]
 		if c == nil {
@@ -565,7 +653,7 @@ func (o *Observer) publishLocked(now time.Time) []logEvent {
 		if t.state != StateServing {
 			continue
 		}
-		if t.last.ReadOnly {
+		if t.readOnly {
 			c.Replicas = append(c.Replicas, addr)
 		} else {
 			c.Writable = append(c.Writable, addr)

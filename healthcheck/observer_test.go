@@ -679,3 +679,128 @@ func TestNotProbedChangesNothing(t *testing.T) {
 		t.Fatalf("b after one good probe following the report: %v, want serving", s)
 	}
 }
+
+// TestMaxLatency: a replica whose probe round trip is above its cluster's
+// MaxLatency is Slow after Fall probes in a row, not slow again after
+// Rise in a row within it; single probes change nothing, the first timed
+// probe decides alone, a failed probe leaves it as it was, a cap of zero
+// clears it, the cap is per cluster and read before each result, and
+// Slow never changes State.
+func TestMaxLatency(t *testing.T) {
+	p := newFakeProber()
+	a := Backend{Addr: "a:3306", Cluster: "c"}
+	b := Backend{Addr: "b:3306", Cluster: "other"}
+	var limit atomic.Int64
+	limit.Store(int64(100 * time.Millisecond))
+	o, err := newObserver(Config{Prober: p, Backends: staticBackends(a, b), Rise: 2, Fall: 3,
+		MaxLatency: func(cluster string) time.Duration {
+			if cluster != "c" {
+				return 0
+			}
+			return time.Duration(limit.Load())
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { o.Close() })
+	rtt := func(d time.Duration) Result { r := replicaOK; r.RTT = d; return r }
+	fast, slow := rtt(10*time.Millisecond), rtt(300*time.Millisecond)
+	steps := []struct {
+		what   string
+		r      Result
+		limit  time.Duration
+		want   bool
+		others bool // b (no cap in its cluster) is probed with the same result
+	}{
+		{"first probe, slow: decides alone", slow, 100 * time.Millisecond, true, true},
+		{"1 fast", fast, 100 * time.Millisecond, true, false},
+		{"2 fast (rise)", fast, 100 * time.Millisecond, false, false},
+		{"1 slow", slow, 100 * time.Millisecond, false, false},
+		{"2 slow", slow, 100 * time.Millisecond, false, false},
+		{"fast in between resets the count", fast, 100 * time.Millisecond, false, false},
+		{"1 slow again", slow, 100 * time.Millisecond, false, false},
+		{"2 slow again", slow, 100 * time.Millisecond, false, false},
+		{"a failed probe changes nothing", down, 100 * time.Millisecond, false, false},
+		{"3 slow (fall)", slow, 100 * time.Millisecond, true, false},
+		{"exactly the cap is within it", rtt(100 * time.Millisecond), 100 * time.Millisecond, true, false},
+		{"cap off: not slow at once", slow, 0, false, false},
+		{"cap on again: the first probe decides alone", slow, 100 * time.Millisecond, true, false},
+		{"cap raised above the round trip: 1 probe within", slow, time.Second, true, false},
+		{"2 within the raised cap", slow, time.Second, false, false},
+	}
+	for i, s := range steps {
+		limit.Store(int64(s.limit))
+		p.set(a.Addr, s.r)
+		p.set(b.Addr, s.r)
+		o.runRound()
+		va, vb := o.Snapshot().Backend(a.Addr), o.Snapshot().Backend(b.Addr)
+		if va.Slow != s.want {
+			t.Fatalf("step %d (%s): Slow = %v, want %v", i, s.what, va.Slow, s.want)
+		}
+		if vb.Slow {
+			t.Fatalf("step %d (%s): a backend of a cluster without a cap is slow", i, s.what)
+		}
+		if s.r.Err == nil && va.State != StateServing {
+			t.Fatalf("step %d (%s): state %v: Slow must not change State", i, s.what, va.State)
+		}
+	}
+}
+
+// TestMaxLatencyTargetedProbe: a targeted probe (Check) counts towards
+// Slow like a round's.
+func TestMaxLatencyTargetedProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newFakeProber()
+		a := Backend{Addr: "a:3306", Cluster: "c"}
+		o, err := newObserver(Config{Prober: p, Backends: staticBackends(a), Rise: 2, Fall: 2, Interval: time.Second,
+			MaxLatency: func(string) time.Duration { return 50 * time.Millisecond }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer o.Close()
+		p.set(a.Addr, replicaOK)
+		o.runRound()
+		slow := replicaOK
+		slow.RTT = 80 * time.Millisecond
+		p.set(a.Addr, slow)
+		o.runRound()
+		if o.Snapshot().Backend(a.Addr).Slow {
+			t.Fatal("slow after 1 slow probe of 2")
+		}
+		time.Sleep(time.Second)
+		o.Check(a.Addr)
+		synctest.Wait()
+		if !o.Snapshot().Backend(a.Addr).Slow {
+			t.Fatal("a slow round probe and a slow targeted one: not slow")
+		}
+	})
+}
+
+// TestFailedProbeKeepsRole pins down a false split brain (e2e/faults
+// TestSlowReplica, a replica's link slowed past the probe timeout): a
+// probe that timed its SELECT 1 and then timed out reading the variables
+// has ReadOnly false; while the replica still served on its earlier
+// probes it was counted as writable, the cluster was in split brain and
+// writes were refused until fall probes took the replica out. The role
+// comes from the last good probe.
+func TestFailedProbeKeepsRole(t *testing.T) {
+	p := newFakeProber()
+	pr, rr := Backend{"p:1", "c"}, Backend{"r:1", "c"}
+	o := manual(t, p, pr, rr)
+	p.set(pr.Addr, primaryOK)
+	p.set(rr.Addr, replicaOK)
+	o.runRound()
+	o.runRound()
+	p.set(rr.Addr, Result{Reachable: true, RTT: 900 * time.Millisecond, Err: errors.New("probe r:1: read variables: i/o timeout")})
+	o.runRound()
+	s := o.Snapshot()
+	c := s.Cluster("c")
+	if v := s.Backend(rr.Addr); v.State != StateServing || c.SplitBrain || c.Primary != pr.Addr || v.Role != RoleReplica {
+		t.Fatalf("after 1 failed probe of the replica: state %v, role %v, split brain %v, primary %q; want serving, replica, no split brain, %s",
+			v.State, v.Role, c.SplitBrain, c.Primary, pr.Addr)
+	}
+	o.runRound()
+	if v := o.Snapshot().Backend(rr.Addr); v.State != StateNotServing || o.Snapshot().Cluster("c").Primary != pr.Addr {
+		t.Fatalf("after fall failed probes: %+v", v)
+	}
+}

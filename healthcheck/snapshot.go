@@ -73,6 +73,10 @@ type BackendView struct {
 	Last Result
 	// LastProbe is when Last was received (zero before the first probe).
 	LastProbe time.Time
+	// Slow is set while the backend's probe round trip is above its
+	// cluster's Config.MaxLatency (with the Rise/Fall hysteresis):
+	// readers give a slow replica no reads. It says nothing of State.
+	Slow bool
 }
 
 // Cluster is the state of one cluster in a Snapshot.

@@ -146,6 +146,7 @@ type BackendHealth struct {
 	LagSeconds      *float64  `json:"lag_seconds"`
 	ReplicationNote string    `json:"replication_note,omitempty"`
 	ProbeMillis     float64   `json:"probe_ms"`
+	Slow            bool      `json:"slow,omitempty"`
 	ScoreMillis     float64   `json:"score_ms"`
 	InFlight        int64     `json:"in_flight"`
 }

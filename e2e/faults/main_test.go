@@ -151,15 +151,22 @@ func open(t testing.TB, addr string) *sql.DB {
 // rootDB opens a root pool straight to MariaDB, database testDB.
 func rootDB(t testing.TB) *sql.DB {
 	t.Helper()
-	db, err := primary.RootDB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := serverRoot(t, primary)
 	if _, err := db.Exec("USE " + testDB); err != nil {
 		t.Fatal(err)
 	}
 	db.SetMaxOpenConns(1)
+	return db
+}
+
+// serverRoot opens a root pool on s, closed when the test ends.
+func serverRoot(t testing.TB, s *mariadbtest.Server) *sql.DB {
+	t.Helper()
+	db, err := s.RootDB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
 	return db
 }
 
