@@ -21,7 +21,10 @@ type Client struct {
 	etcd   *clientv3.Client
 	prefix string
 	ttl    time.Duration
-	log    hclog.Logger
+	// hold is topology.etcd.budget_hold: how long a missing gateway's
+	// floor stays reserved (0: the protection is off; see floors.go).
+	hold time.Duration
+	log  hclog.Logger
 }
 
 // opTimeout bounds one etcd request: a fleet operation that cannot reach
@@ -48,7 +51,11 @@ func Dial(cfg *config.Etcd, log hclog.Logger) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcd %s: %w", strings.Join(cfg.Endpoints, ","), err)
 	}
-	return &Client{etcd: cli, prefix: cfg.Prefix, ttl: cfg.LeaseTTL, log: log}, nil
+	c := &Client{etcd: cli, prefix: cfg.Prefix, ttl: cfg.LeaseTTL, log: log}
+	if cfg.BudgetHold != nil {
+		c.hold = *cfg.BudgetHold
+	}
+	return c, nil
 }
 
 // Close ends the connection. Leases it holds expire after their TTL unless
