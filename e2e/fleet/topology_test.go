@@ -153,12 +153,14 @@ func TestTopologyFromEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("etcd down for %v: %d statements served meanwhile, %d failed", time.Since(start).Round(time.Millisecond), l.ok.Load()-before, l.failed.Load())
+	restarted := time.Now()
 	for _, g := range gws {
 		waitFor(t, "the gateway to reconnect to etcd and leave its floor", func() bool {
 			f := g.fleetStatus(t)
 			return f["etcd_connected"] == true && f["budget_cut_to_floor"] != true
 		})
 	}
+	t.Logf("every gateway reconnected to etcd and left its floor %v after etcd restarted", time.Since(restarted).Round(time.Millisecond))
 	// Changes flow again: replica reads off sends reads to the primary.
 	putTopology(t, prefix, topology("    max_backend_connections: 30\n", shared.primary, shared.replica))
 	for _, db := range dbs {
