@@ -11,6 +11,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/directgate/directgate/config"
 )
@@ -47,6 +49,13 @@ func Dial(cfg *config.Etcd, log hclog.Logger) (*Client, error) {
 		Password:             cfg.Password,
 		TLS:                  tlsConf,
 		Logger:               zap.NewNop(),
+		// gRPC's reconnect backoff grows to 2 minutes: after an outage of
+		// a minute a gateway waited 13 s for etcd that was back, at its
+		// floor shares meanwhile. A few seconds at most.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: cfg.DialTimeout,
+		})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd %s: %w", strings.Join(cfg.Endpoints, ","), err)
