@@ -20,7 +20,9 @@
 #          by side and fails below 95 % of the direct passes (e2e/compat/run.sh; installs
 #          mariadb-test with apt when missing, as root). COMPAT_ARGS passes options
 #   faults the fault-injection suite (e2e/faults, issue 35), verbose, with the long scenarios
-#          make test skips (go test -faults.long); FAULTS_RUN narrows it (a -run regexp)
+#          make test skips (go test -faults.long); FAULTS_RUN narrows it (a -run regexp);
+#          then e2e/fleet's etcd faults (a gateway cut from etcd, etcd down a minute under
+#          load): FAULTS_FLEET_RUN ('^$' skips them)
 #   soak   two gateways, an owner, sysbench and an owner workload while
 #          faults fire at random for SOAK_DURATION (default 30m): e2e/faults TestSoak;
 #          reports failures per fault kind, invariants, RSS/goroutines/connections
@@ -33,6 +35,7 @@ TEST_FUZZTIME ?= 3000x
 DIFFFUZZ_SCRIPTS ?= 1000
 FUZZ_PKGS ?= ./wire ./querypath
 FAULTS_RUN ?= .
+FAULTS_FLEET_RUN ?= ^(TestGatewayCutFromEtcd|TestTopologyFromEtcd)$$
 SOAK_DURATION ?= 30m
 
 .PHONY: build run run-fleet test lint clean bench bench-memory fuzz compat pgo faults soak
@@ -131,8 +134,9 @@ fuzz:
 	if [ -n "$$failed" ]; then echo "fuzz: failures in:$$failed (inputs saved under testdata/fuzz/; divergences in difffuzz.log)"; exit 1; fi
 
 faults:
-	e2e/local/deps.sh
+	e2e/local/deps.sh --with-etcd
 	$(GO) test -count=1 -timeout 30m -v -run '$(FAULTS_RUN)' ./e2e/faults -faults.long
+	$(GO) test -count=1 -timeout 30m -v -run '$(FAULTS_FLEET_RUN)' ./e2e/fleet -faults.long
 
 soak:
 	e2e/local/deps.sh --with-sysbench

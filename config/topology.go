@@ -47,6 +47,16 @@ type Etcd struct {
 	// process that stops renewing its lease loses them this long after its
 	// last renewal. Whole seconds, at least 2s. Default 10s.
 	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// BudgetHold is how long the other gateways keep a gateway's floor
+	// share of max_backend_connections reserved after its registration
+	// vanished without a clean stop (a gateway cut from etcd keeps
+	// serving from that floor; one that crashed frees it only then),
+	// counted from the gateway's last refresh of its floor plus
+	// lease_ttl. Default 5m; 0 turns the protection off: a gateway cut
+	// from etcd keeps its pools as they are, and the others grow into its
+	// share once its lease expires. Read at start, as the rest of
+	// topology.etcd.
+	BudgetHold *time.Duration `yaml:"budget_hold"`
 }
 
 // EtcdTLS configures TLS to etcd. All files are PEM.
@@ -99,6 +109,9 @@ func (e *Etcd) applyDefaults() {
 	if e.LeaseTTL == 0 {
 		e.LeaseTTL = 10 * time.Second
 	}
+	if e.BudgetHold == nil {
+		e.BudgetHold = ptr(5 * time.Minute)
+	}
 }
 
 func (e *Etcd) validate(k string, bad func(key, format string, args ...any)) {
@@ -118,6 +131,9 @@ func (e *Etcd) validate(k string, bad func(key, format string, args ...any)) {
 	}
 	if e.LeaseTTL < 2*time.Second || e.LeaseTTL%time.Second != 0 {
 		bad(k+".lease_ttl", "%s must be whole seconds, at least 2s", e.LeaseTTL)
+	}
+	if e.BudgetHold != nil && *e.BudgetHold < 0 {
+		bad(k+".budget_hold", "must not be negative (0 turns the protection off)")
 	}
 	if (e.TLS.Cert == "") != (e.TLS.Key == "") {
 		bad(k+".tls", "cert and key go together: set both or neither")

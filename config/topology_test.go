@@ -16,7 +16,7 @@ func TestEtcdTopologyDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := c.Topology.Etcd
-	if !c.FromEtcd() || e.Prefix != "/directgate" || e.DialTimeout != 5*time.Second || e.LeaseTTL != 10*time.Second {
+	if !c.FromEtcd() || e.Prefix != "/directgate" || e.DialTimeout != 5*time.Second || e.LeaseTTL != 10*time.Second || *e.BudgetHold != 5*time.Minute {
 		t.Errorf("etcd defaults: %+v", e)
 	}
 	if len(c.Clusters) != 0 || c.FileTopologyIgnored {
@@ -84,6 +84,7 @@ func TestEtcdValidation(t *testing.T) {
 		{`topology: {etcd: {endpoints: [a:1], prefix: /x/}}`, "topology.etcd.prefix"},
 		{`topology: {etcd: {endpoints: [a:1], lease_ttl: 1s}}`, "topology.etcd.lease_ttl"},
 		{`topology: {etcd: {endpoints: [a:1], lease_ttl: 2500ms}}`, "topology.etcd.lease_ttl"},
+		{`topology: {etcd: {endpoints: [a:1], budget_hold: -1s}}`, "topology.etcd.budget_hold"},
 		{`topology: {etcd: {endpoints: [a:1], tls: {cert: c}}}`, "topology.etcd.tls"},
 		{`topology: {etcd: {endpoints: [a:1], password: p, password_env: P}}`, "topology.etcd.password"},
 	} {

@@ -38,6 +38,7 @@ type Agent struct {
 	applyErr  error // why the last document was refused
 	appliedAt time.Time
 	shares    map[string]BackendShare // this gateway's budget shares
+	cut       bool                    // the shares are the floors, for want of etcd
 	disc      *Discovery              // nil when the target does not share discovery
 	clusters  []string                // the clusters of the topology it started with
 }
@@ -90,10 +91,25 @@ func (c *Client) StartAgent(ctx context.Context, m Member, base *config.Config, 
 		a.disc = c.StartDiscovery(ctx, m.ID, a.clusters, base.Health.Interval)
 		ds.SetDiscoveryShare(a.disc)
 	}
-	a.reg = c.Register(ctx, m)
+	bt, budgeted := target.(Budgeted)
+	var beforeRevoke func()
+	budgetDone := make(chan struct{})
+	if budgeted && c.hold > 0 {
+		// A clean stop frees the floor at once: no one holds it back
+		// for budget_hold. After the budget's last write, before the
+		// registration goes (until then no one counts the floor).
+		beforeRevoke = func() {
+			<-budgetDone
+			c.deleteFloors(m.ID)
+		}
+	}
+	a.reg = c.register(ctx, m, beforeRevoke)
 	go c.WatchTopology(ctx, rev, a.apply, func(err error) { a.log.Warn("topology watch", "error", err) })
-	if bt, ok := target.(Budgeted); ok {
-		go a.runBudget(ctx, bt)
+	if budgeted {
+		go func() {
+			defer close(budgetDone)
+			a.runBudget(ctx, bt)
+		}()
 	}
 	return a
 }
@@ -154,6 +170,10 @@ type Status struct {
 	// Shares is this gateway's share of each backend with a fleet-wide
 	// connection cap, by "cluster/backend".
 	Shares map[string]BackendShare `json:"budget,omitempty"`
+	// BudgetCut says the gateway has kept its pools at their floor shares
+	// since etcd stopped confirming its lease (half a lease TTL without a
+	// renewal); they grow back through the budget once it answers.
+	BudgetCut bool `json:"budget_cut_to_floor,omitempty"`
 	// ProbesFor lists the clusters whose backends this gateway probes for
 	// the fleet (it leads their discovery); the others' results come from
 	// their leaders.
@@ -169,6 +189,7 @@ func (a *Agent) Status() Status {
 		Endpoints: a.c.etcd.Endpoints(), Prefix: a.c.prefix, ID: a.id,
 		Connected: h.Connected, LastContact: h.LastContact, EtcdError: h.Error,
 		Revision: a.applied, AppliedAt: a.appliedAt, Latest: a.docRev, Shares: a.shares,
+		BudgetCut: a.cut,
 		ProbesFor: []string{},
 	}
 	if a.disc != nil {

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sort"
 	"time"
@@ -76,7 +77,7 @@ func Shares(max int, demand map[string]float64) map[string]int {
 	if g == 0 || max <= 0 {
 		return out
 	}
-	base := min(maxInt(max/(2*g), minShare), max/g)
+	base := floorShare(max, g)
 	rest := max - base*g
 	type frac struct {
 		id string
@@ -124,12 +125,19 @@ const budgetTick = 500 * time.Millisecond
 // budget is the agent's state for the connection budget.
 type budget struct {
 	demand map[string]float64 // smoothed, by shareKey
+	// floors is the floor of each backend (probes included) etcd holds
+	// for this gateway under floors/<id>, what it keeps when cut from
+	// etcd: after a write whose outcome is unknown, the lower of the old
+	// and the new (absent: none stored, 0).
+	floors   map[string]int
+	floorsAt time.Time // when they were last stored
+	cut      bool      // the pools are at their floors for want of etcd
 }
 
 // runBudget recomputes this gateway's share of every budgeted backend
 // every budgetTick until ctx ends.
 func (a *Agent) runBudget(ctx context.Context, target Budgeted) {
-	b := &budget{demand: map[string]float64{}}
+	b := &budget{demand: map[string]float64{}, floors: map[string]int{}}
 	t := time.NewTicker(budgetTick)
 	defer t.Stop()
 	for {
@@ -143,21 +151,15 @@ func (a *Agent) runBudget(ctx context.Context, target Budgeted) {
 }
 
 // budgetRound is one recomputation. Without the other gateways' records
-// (etcd out of reach) limits stay as they are: no one can grow then, so
-// the cap holds.
-//
-// A shrink applies at once and is published at once. Growth (a
-// higher limit, or room for the probes) is a reservation first: the
-// gateway writes its record with the larger Held, reads everyone's again,
-// and grows only if the cap still holds everything published. Of two
-// gateways that grow at once into the same room, at least one reads the
-// other's reservation (etcd's reads are linearizable) and waits for the
-// next round; one whose round came before its record was even written
-// cannot take a whole cap alongside another that did the same.
+// (etcd out of reach) no limit grows: no one can grow then, so the cap
+// holds. And once etcd has confirmed no renewal of the gateway's lease
+// for half its TTL (before etcd may expire it and the others stop
+// counting what the gateway holds), every capped backend's limit goes
+// down to the gateway's stored floor until it has (see floors.go); the
+// round's own requests to etcd end at that moment.
 func (a *Agent) budgetRound(ctx context.Context, target Budgeted, b *budget) {
-	loads := target.BackendLoads()
-	capped := loads[:0:0]
-	for _, l := range loads {
+	var capped []BackendLoad
+	for _, l := range target.BackendLoads() {
 		// A follower of the fleet's discovery keeps its probe
 		// connection in its share too: it probes whenever the leader's
 		// results go stale (a leader slowed down, or gone until its
@@ -170,7 +172,119 @@ func (a *Agent) budgetRound(ctx context.Context, target Budgeted, b *budget) {
 	if len(capped) == 0 {
 		return
 	}
-	members, err := a.c.Members(ctx, KindGateway)
+	renewed := a.reg.renewedAt()
+	if a.c.hold <= 0 || renewed.IsZero() {
+		// Without the protection, or before the first lease (nothing
+		// is held before a reservation, and that needs a lease).
+		a.shareRound(ctx, target, capped, b)
+		return
+	}
+	cutAt := func() time.Time { return a.reg.renewedAt().Add(a.c.ttl / 2) }
+	if time.Now().Before(cutAt()) {
+		rctx, cancel := context.WithDeadline(ctx, cutAt())
+		a.shareRound(rctx, target, capped, b)
+		cancel()
+		if time.Now().Before(cutAt()) {
+			if b.cut {
+				b.cut = false
+				a.log.Info("etcd confirms the lease again: pools grow back through the budget's reservations")
+			}
+			return
+		}
+	}
+	if ctx.Err() == nil {
+		a.shrinkToFloors(target, b)
+	}
+}
+
+// shrinkToFloors lowers every capped backend's limit to the gateway's
+// stored floor (less its probes) and records what it then holds.
+func (a *Agent) shrinkToFloors(target Budgeted, b *budget) {
+	if !b.cut {
+		b.cut = true
+		a.log.Warn("no lease renewal confirmed by etcd for half the lease TTL: pools shrink to their floor share of max_backend_connections until etcd answers",
+			"lease_ttl", a.c.ttl, "floors", fmt.Sprint(b.floors))
+	}
+	shares := map[string]BackendShare{}
+	for _, l := range target.BackendLoads() {
+		if l.Max <= 0 {
+			continue
+		}
+		k := shareKey(l.Cluster, l.Backend)
+		limit := cutLimit(l, b.floors[k])
+		if limit != l.Limit {
+			target.SetBackendLimit(l.Cluster, l.Backend, limit, l.ProbesHeld)
+		}
+		held := maxInt(limit, l.Used)
+		if l.ProbesHeld {
+			held += l.Probes
+		}
+		shares[k] = BackendShare{Demand: round2(b.demand[k]), Held: held, Target: b.floors[k]}
+	}
+	a.mu.Lock()
+	a.shares, a.cut = shares, true
+	a.mu.Unlock()
+	a.reg.Update(func(m *Member) { m.Budget = shares })
+}
+
+// budgetView is the gateways' records as the budget counts them: with
+// the protection on, a missing gateway's floor counted as a member (and
+// the floors past their hold released).
+func (a *Agent) budgetView(ctx context.Context) ([]Member, error) {
+	members, floors, err := a.c.budgetView(ctx)
+	if err != nil || a.c.hold <= 0 {
+		return members, err
+	}
+	view, stale := withMissing(a.id, members, floors, time.Now(), a.c.ttl, a.c.hold)
+	for _, f := range stale {
+		if a.c.releaseFloor(ctx, f) == nil {
+			a.log.Info("released the floor share of a gateway gone longer than lease_ttl + budget_hold", "gateway", f.id, "refreshed", f.Refreshed)
+		}
+	}
+	return view, nil
+}
+
+// storeFloors stores the gateway's floors when they changed or are a
+// lease TTL old, and reports whether etcd holds the current ones.
+func (a *Agent) storeFloors(ctx context.Context, b *budget, floors map[string]int) bool {
+	same := len(floors) == len(b.floors)
+	for k, f := range floors {
+		if old, ok := b.floors[k]; !ok || old != f {
+			same = false
+		}
+	}
+	if same && time.Since(b.floorsAt) < a.c.ttl {
+		return true
+	}
+	// Until etcd confirms, either may be stored: keep the lower.
+	pending := make(map[string]int, len(floors))
+	for k, f := range floors {
+		if old, ok := b.floors[k]; ok {
+			pending[k] = min(old, f)
+		}
+	}
+	b.floors = pending
+	if err := a.c.putFloors(ctx, a.id, floors); err != nil {
+		return false
+	}
+	b.floors, b.floorsAt = floors, time.Now()
+	return true
+}
+
+// shareRound divides the caps from the records in etcd and applies this
+// gateway's shares of the capped loads.
+//
+// A shrink applies at once and is published at once. Growth (a
+// higher limit, or room for the probes) is a reservation first: the
+// gateway writes its record with the larger Held, reads everyone's again,
+// and grows only if the cap still holds everything published. Of two
+// gateways that grow at once into the same room, at least one reads the
+// other's reservation (etcd's reads are linearizable) and waits for the
+// next round; one whose round came before its record was even written
+// cannot take a whole cap alongside another that did the same. With the
+// protection on, growth also waits until etcd holds the gateway's floors.
+func (a *Agent) shareRound(ctx context.Context, target Budgeted, capped []BackendLoad, b *budget) {
+	members, err := a.budgetView(ctx)
 	if err != nil {
 		return
 	}
@@ -182,6 +296,13 @@ func (a *Agent) budgetRound(ctx context.Context, target Budgeted, b *budget) {
 	var grows []growth
 	shrunk := false
 	shares := make(map[string]BackendShare, len(capped))
+	gateways := 1
+	for _, m := range members {
+		if m.ID != a.id {
+			gateways++
+		}
+	}
+	floors := make(map[string]int, len(capped))
 	for _, l := range capped {
 		k := shareKey(l.Cluster, l.Backend)
 		d := float64(l.InUse + l.Waiting)
@@ -189,6 +310,7 @@ func (a *Agent) budgetRound(ctx context.Context, target Budgeted, b *budget) {
 			d = old + demandSmoothing*(d-old)
 		}
 		b.demand[k] = d
+		floors[k] = floorShare(l.Max, gateways)
 		limit, probes, share := budgetStep(a.id, l, d, members)
 		shares[k] = share
 		now, reserve := splitStep(l, limit, probes)
@@ -201,8 +323,11 @@ func (a *Agent) budgetRound(ctx context.Context, target Budgeted, b *budget) {
 		}
 	}
 	a.mu.Lock()
-	a.shares = shares
+	a.shares, a.cut = shares, false
 	a.mu.Unlock()
+	if a.c.hold > 0 && !a.storeFloors(ctx, b, floors) {
+		grows = nil // a cut now would keep less than the others count: no growth
+	}
 	if len(grows) == 0 {
 		if shrunk {
 			// Now, not within a tick: whoever waits for the room
@@ -216,7 +341,7 @@ func (a *Agent) budgetRound(ctx context.Context, target Budgeted, b *budget) {
 	if a.reg.Publish(ctx, func(m *Member) { m.Budget = shares }) != nil {
 		return // the reservation is not known to be visible: no growth
 	}
-	if members, err = a.c.Members(ctx, KindGateway); err != nil {
+	if members, err = a.budgetView(ctx); err != nil {
 		return
 	}
 	for _, g := range grows {

@@ -11,6 +11,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/directgate/directgate/config"
 )
@@ -21,7 +23,10 @@ type Client struct {
 	etcd   *clientv3.Client
 	prefix string
 	ttl    time.Duration
-	log    hclog.Logger
+	// hold is topology.etcd.budget_hold: how long a missing gateway's
+	// floor stays reserved (0: the protection is off; see floors.go).
+	hold time.Duration
+	log  hclog.Logger
 }
 
 // opTimeout bounds one etcd request: a fleet operation that cannot reach
@@ -44,11 +49,22 @@ func Dial(cfg *config.Etcd, log hclog.Logger) (*Client, error) {
 		Password:             cfg.Password,
 		TLS:                  tlsConf,
 		Logger:               zap.NewNop(),
+		// gRPC's reconnect backoff grows to 2 minutes: after an outage of
+		// a minute a gateway waited 13 s for etcd that was back, at its
+		// floor shares meanwhile. A few seconds at most.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: cfg.DialTimeout,
+		})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd %s: %w", strings.Join(cfg.Endpoints, ","), err)
 	}
-	return &Client{etcd: cli, prefix: cfg.Prefix, ttl: cfg.LeaseTTL, log: log}, nil
+	c := &Client{etcd: cli, prefix: cfg.Prefix, ttl: cfg.LeaseTTL, log: log}
+	if cfg.BudgetHold != nil {
+		c.hold = *cfg.BudgetHold
+	}
+	return c, nil
 }
 
 // Close ends the connection. Leases it holds expire after their TTL unless

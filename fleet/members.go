@@ -64,15 +64,29 @@ type Registration struct {
 	m       Member
 	dirty   bool
 	lease   clientv3.LeaseID
-	lastOK  time.Time // last successful renewal or write
+	lastOK  time.Time // last request etcd answered (a grant, renewal or write)
 	lastErr error
+	// renewed is when the request of the last grant or renewal etcd
+	// confirmed was sent: etcd expires the lease no sooner than a TTL
+	// after it.
+	renewed time.Time
 	done    chan struct{}
+
+	// beforeRevoke, when set, runs on a clean stop before the lease is
+	// revoked.
+	beforeRevoke func()
 }
 
 // Register starts keeping m registered until ctx ends; then it revokes the
 // lease, so the key goes at once. Done is closed after that.
 func (c *Client) Register(ctx context.Context, m Member) *Registration {
-	r := &Registration{c: c, key: c.key("members", m.Kind, m.ID), m: m, dirty: true, done: make(chan struct{})}
+	return c.register(ctx, m, nil)
+}
+
+// register is Register with a function run on a clean stop before the
+// lease is revoked (nil: none).
+func (c *Client) register(ctx context.Context, m Member, beforeRevoke func()) *Registration {
+	r := &Registration{c: c, key: c.key("members", m.Kind, m.ID), m: m, dirty: true, done: make(chan struct{}), beforeRevoke: beforeRevoke}
 	go r.run(ctx)
 	return r
 }
@@ -131,12 +145,24 @@ func (r *Registration) Health() Health {
 	return h
 }
 
+// renewedAt is when the request of the last grant or renewal etcd
+// confirmed was sent (zero: none yet). etcd does not expire the lease
+// before a TTL after it.
+func (r *Registration) renewedAt() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.renewed
+}
+
 // tick is how often the registration looks for work.
 const tick = 500 * time.Millisecond
 
 func (r *Registration) run(ctx context.Context) {
 	defer close(r.done)
-	renewEvery := r.c.ttl / 3
+	// A quarter of the TTL, so that a gateway's budget, which shrinks to
+	// its floor once no renewal was confirmed for half the TTL (see
+	// budgetRound), does not do so between two renewals.
+	renewEvery := r.c.ttl / 4
 	var lastRenew time.Time
 	t := time.NewTicker(tick)
 	defer t.Stop()
@@ -146,47 +172,63 @@ func (r *Registration) run(ctx context.Context) {
 		lease, dirty := r.lease, r.dirty
 		r.mu.Unlock()
 		var err error
+		asked := true
 		switch {
 		case lease == 0:
+			lastRenew = time.Now()
 			err = r.grant(ctx)
+		case time.Since(lastRenew)+tick/2 >= renewEvery: // the tick nearest to it
 			lastRenew = time.Now()
-		case time.Since(lastRenew) >= renewEvery:
 			err = r.renew(ctx, lease)
-			lastRenew = time.Now()
+		default:
+			asked = dirty
 		}
 		if err == nil && (dirty || lease == 0) {
 			err = r.write(ctx)
 		}
 		r.wmu.Unlock()
 		if ctx.Err() != nil {
-			r.revoke()
+			r.stop()
 			return
 		}
 		r.mu.Lock()
-		if err != nil {
+		switch {
+		case err != nil:
 			r.lastErr = err
-		} else {
+		case asked:
+			// Only a request etcd answered is contact: a tick with
+			// nothing to do says nothing of the link.
 			r.lastErr, r.lastOK = nil, time.Now()
 		}
 		r.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			r.revoke()
+			r.stop()
 			return
 		case <-t.C:
 		}
 	}
 }
 
+// stop ends the registration after its ctx: beforeRevoke, then the
+// lease's revocation.
+func (r *Registration) stop() {
+	if r.beforeRevoke != nil {
+		r.beforeRevoke()
+	}
+	r.revoke()
+}
+
 func (r *Registration) grant(ctx context.Context) error {
 	rctx, cancel := reqCtx(ctx)
 	defer cancel()
+	sent := time.Now()
 	resp, err := r.c.etcd.Grant(rctx, int64(r.c.ttl/time.Second))
 	if err != nil {
 		return fmt.Errorf("etcd: grant a lease: %w", err)
 	}
 	r.mu.Lock()
-	r.lease, r.dirty = resp.ID, true
+	r.lease, r.dirty, r.renewed = resp.ID, true, sent
 	r.mu.Unlock()
 	return nil
 }
@@ -194,6 +236,7 @@ func (r *Registration) grant(ctx context.Context) error {
 func (r *Registration) renew(ctx context.Context, lease clientv3.LeaseID) error {
 	rctx, cancel := reqCtx(ctx)
 	defer cancel()
+	sent := time.Now()
 	if _, err := r.c.etcd.KeepAliveOnce(rctx, lease); err != nil {
 		if isLeaseGone(err) {
 			r.mu.Lock()
@@ -202,6 +245,11 @@ func (r *Registration) renew(ctx context.Context, lease clientv3.LeaseID) error 
 		}
 		return fmt.Errorf("etcd: renew the lease: %w", err)
 	}
+	r.mu.Lock()
+	if r.lease == lease {
+		r.renewed = sent
+	}
+	r.mu.Unlock()
 	return nil
 }
 

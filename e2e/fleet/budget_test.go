@@ -45,6 +45,45 @@ func processList(root *sql.DB) string {
 	return strings.Join(lines, " | ")
 }
 
+// watchConns samples the gateways' connections to the primary every
+// 20 ms until the test ends, logging MariaDB's processlist whenever they
+// exceed max; peak returns the most seen.
+func watchConns(t *testing.T, max int) (peak func() int64) {
+	root, err := shared.primary.RootDB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root.SetMaxOpenConns(1)
+	// Connections of the account left by earlier tests' processes (none
+	// expected) are not this test's gateways'.
+	baseline := backendConns(t, root)
+	var most atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if n := int64(backendConns(t, root) - baseline); n > most.Load() {
+				most.Store(n)
+				if n > int64(max) {
+					// Threads_connected minus a baseline saw 31 and 32
+					// twice under make test's load, never alone: say
+					// who held the connections.
+					t.Logf("%d connections from the gateways at %s; MariaDB's processlist: %s", n, time.Now().Format("15:04:05.000"), processList(root))
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); wg.Wait(); root.Close() })
+	return most.Load
+}
+
 // shareOf reads a gateway's budget share of the primary from its status.
 func shareOf(t testing.TB, g *proc, key string) (target, held float64) {
 	t.Helper()
@@ -61,45 +100,14 @@ func shareOf(t testing.TB, g *proc, key string) (target, held float64) {
 // share within a few seconds.
 func TestConnectionBudget(t *testing.T) {
 	const prefix, maxConns = "/fleet-budget", 30
-	root, err := shared.primary.RootDB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	root.SetMaxOpenConns(1)
-	// Connections of the account left by earlier tests' processes (none
-	// expected) are not this test's gateways'.
-	baseline := backendConns(t, root)
+	peak := watchConns(t, maxConns)
 	putTopology(t, prefix, topology(fmt.Sprintf("    max_backend_connections: %d\n", maxConns), shared.primary))
-
-	var peak atomic.Int64
-	stopMon := make(chan struct{})
-	var monWG sync.WaitGroup
-	monWG.Add(1)
-	go func() {
-		defer monWG.Done()
-		for i := 0; i < 100000; i++ {
-			select {
-			case <-stopMon:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			if n := int64(backendConns(t, root) - baseline); n > peak.Load() {
-				peak.Store(n)
-				if n > maxConns {
-					// Threads_connected minus a baseline saw 31 and 32
-					// twice under make test's load, never alone: say
-					// who held the connections.
-					t.Logf("%d connections from the gateways at %s; MariaDB's processlist: %s", n, time.Now().Format("15:04:05.000"), processList(root))
-				}
-			}
-		}
-	}()
-	defer func() { close(stopMon); monWG.Wait() }()
 
 	var gws []*proc
 	for range 3 {
-		gws = append(gws, startGateway(t, prefix))
+		// A short budget_hold: the SIGKILLed gateway's floor is
+		// released a lease TTL and a second after its last refresh.
+		gws = append(gws, startGatewayVia(t, prefix, shared.etcd.Endpoint, ", budget_hold: 1s"))
 	}
 	key := "main/" + shared.primary.Addr()
 	waitFor(t, "every gateway to publish its share", func() bool {
@@ -164,7 +172,8 @@ func TestConnectionBudget(t *testing.T) {
 		tg, held := shareOf(t, g, key)
 		t.Logf("gateway %d: share %v, holds %v", i, tg, held)
 	}
-	// A gateway that dies frees its share once its lease expires.
+	// A gateway that dies frees its share once its lease expires, and
+	// its floor budget_hold later.
 	before, _ := shareOf(t, gws[0], key)
 	killed := time.Now()
 	dead.Store(true)
@@ -178,13 +187,13 @@ func TestConnectionBudget(t *testing.T) {
 		return now > before && other >= 7 && strings.Count(topo(t, prefix, "status"), "\ngateway ") == 2
 	})
 	after, _ := shareOf(t, gws[0], key)
-	t.Logf("gateway 2 SIGKILLed: gateway 0's share went from %v to %v after %v (lease TTL 2s)", before, after, time.Since(killed).Round(time.Millisecond))
+	t.Logf("gateway 2 SIGKILLed: gateway 0's share went from %v to %v after %v (lease TTL 2s, budget_hold 1s)", before, after, time.Since(killed).Round(time.Millisecond))
 	// Stop between statements: cancelling one in flight makes its
 	// gateway KILL it on a connection set aside for that, outside the cap.
 	stop.Store(true)
 	wg.Wait()
-	t.Logf("%d statements, %d failed; MariaDB saw at most %d connections from the gateways (cap %d)", ok.Load(), failed.Load(), peak.Load(), maxConns)
-	if p := peak.Load(); p > maxConns {
+	t.Logf("%d statements, %d failed; MariaDB saw at most %d connections from the gateways (cap %d)", ok.Load(), failed.Load(), peak(), maxConns)
+	if p := peak(); p > maxConns {
 		t.Errorf("MariaDB saw %d connections from the gateways, above max_backend_connections %d", p, maxConns)
 	}
 	if f := failed.Load(); f > 0 {

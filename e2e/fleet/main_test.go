@@ -123,13 +123,19 @@ func freeAddr(t testing.TB) string {
 // baseConfig is the file of a fleet process: its addresses, etcd under
 // prefix, and fast discovery.
 func baseConfig(listen, httpAddr, prefix string) string {
+	return baseConfigVia(listen, httpAddr, prefix, shared.etcd.Endpoint, "")
+}
+
+// baseConfigVia is baseConfig with etcd reached at endpoint (a fault
+// proxy) and more keys of topology.etcd (", key: value" each).
+func baseConfigVia(listen, httpAddr, prefix, endpoint, etcdMore string) string {
 	return fmt.Sprintf(`listen: %s
 http_listen: %s
 log: {level: info}
 health: {interval: 200ms, timeout: 1s}
 topology:
-  etcd: {endpoints: [%q], prefix: %s, lease_ttl: 2s}
-`, listen, httpAddr, shared.etcd.Endpoint, prefix)
+  etcd: {endpoints: [%q], prefix: %s, lease_ttl: 2s%s}
+`, listen, httpAddr, endpoint, prefix, etcdMore)
 }
 
 // proc is a gateway (or owner) process of a test.
@@ -211,8 +217,15 @@ func (p *proc) exitedNow() bool {
 // startGateway starts `gateway serve` in the fleet under prefix.
 func startGateway(t *testing.T, prefix string) *proc {
 	t.Helper()
+	return startGatewayVia(t, prefix, shared.etcd.Endpoint, "")
+}
+
+// startGatewayVia is startGateway with baseConfigVia's endpoint and
+// etcdMore.
+func startGatewayVia(t *testing.T, prefix, endpoint, etcdMore string) *proc {
+	t.Helper()
 	listen, httpAddr := freeAddr(t), freeAddr(t)
-	p := startProc(t, baseConfig(listen, httpAddr, prefix), "accepting MySQL clients", "serve")
+	p := startProc(t, baseConfigVia(listen, httpAddr, prefix, endpoint, etcdMore), "accepting MySQL clients", "serve")
 	p.addr, p.http = listen, httpAddr
 	return p
 }

@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"database/sql"
+	"flag"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,32 +29,42 @@ func serverID(t testing.TB, db *sql.DB) int {
 }
 
 // load runs clients through every gateway until stop, bounded in time and
-// count, and counts the statements that failed.
+// count, and counts the statements that failed, in all and per gateway.
 type load struct {
 	stop       chan struct{}
 	wg         sync.WaitGroup
 	ok, failed atomic.Int64
-	mu         sync.Mutex
-	firstErr   error
+	// okBy and failedBy count per gateway (index of dbs).
+	okBy, failedBy []atomic.Int64
+	mu             sync.Mutex
+	firstErr       error
 }
 
+// startLoad runs clientsEach clients on every db, each reading
+// @@server_id every 5 ms.
 func startLoad(dbs []*sql.DB, clientsEach int) *load {
-	l := &load{stop: make(chan struct{})}
+	return startLoadOf(dbs, clientsEach, "SELECT @@server_id", 5*time.Millisecond)
+}
+
+// startLoadOf runs clientsEach clients on every db, each running query
+// with pause between two.
+func startLoadOf(dbs []*sql.DB, clientsEach int, query string, pause time.Duration) *load {
+	l := &load{stop: make(chan struct{}), okBy: make([]atomic.Int64, len(dbs)), failedBy: make([]atomic.Int64, len(dbs))}
 	deadline := time.Now().Add(3 * time.Minute)
-	for _, db := range dbs {
+	for i, db := range dbs {
 		for range clientsEach {
 			l.wg.Add(1)
 			go func() {
 				defer l.wg.Done()
-				for i := 0; i < 200000 && time.Now().Before(deadline); i++ {
+				for n := 0; n < 200000 && time.Now().Before(deadline); n++ {
 					select {
 					case <-l.stop:
 						return
-					case <-time.After(5 * time.Millisecond):
+					case <-time.After(pause):
 					}
-					var id int
-					if err := db.QueryRow("SELECT @@server_id").Scan(&id); err != nil {
+					if _, err := db.Exec(query); err != nil {
 						l.failed.Add(1)
+						l.failedBy[i].Add(1)
 						l.mu.Lock()
 						if l.firstErr == nil {
 							l.firstErr = err
@@ -62,6 +73,7 @@ func startLoad(dbs []*sql.DB, clientsEach int) *load {
 						continue
 					}
 					l.ok.Add(1)
+					l.okBy[i].Add(1)
 				}
 			}()
 		}
@@ -71,14 +83,23 @@ func startLoad(dbs []*sql.DB, clientsEach int) *load {
 
 func (l *load) end() { close(l.stop); l.wg.Wait() }
 
+// longOutage makes TestTopologyFromEtcd's etcd outage last a minute
+// (make faults; the flag is the fault suite's).
+var longOutage = flag.Bool("faults.long", false, "TestTopologyFromEtcd: etcd down for a minute instead of 30 s (make faults)")
+
 // The topology comes from etcd; a change to it (a replica added) reaches
-// every gateway without a restart; etcd down for 30 s under load fails no
-// statement, each gateway says it serves from its last topology, and
-// changes flow again once etcd is back.
+// every gateway without a restart; etcd down for 30 s (a minute with
+// -faults.long) under load fails no statement, each gateway says it
+// serves from its last topology and keeps its pools at their floor share
+// of max_backend_connections, and once etcd is back the gateways register
+// again and changes flow again.
 func TestTopologyFromEtcd(t *testing.T) {
 	const prefix = "/fleet-topology"
 	primaryID, replicaID := 201, 202
-	putTopology(t, prefix, topology("    replica_reads: on\n", shared.primary))
+	// Capped, so that the outage cuts every gateway's pools to its
+	// floor (5 of 30, less the probe): the load fits in that.
+	const replicaReads = "    replica_reads: on\n    max_backend_connections: 30\n"
+	putTopology(t, prefix, topology(replicaReads, shared.primary))
 	var gws []*proc
 	var dbs []*sql.DB
 	for range 3 {
@@ -103,13 +124,16 @@ func TestTopologyFromEtcd(t *testing.T) {
 		}
 	}()
 
-	putTopology(t, prefix, topology("    replica_reads: on\n", shared.primary, shared.replica))
+	putTopology(t, prefix, topology(replicaReads, shared.primary, shared.replica))
 	for i, db := range dbs {
 		took := waitFor(t, "reads from the added replica", func() bool { return serverID(t, db) == replicaID })
 		t.Logf("gateway %d reads from the added replica after %v", i, took.Round(time.Millisecond))
 	}
 
 	outage := 30 * time.Second
+	if *longOutage {
+		outage = time.Minute
+	}
 	before := l.ok.Load()
 	start := time.Now()
 	if err := shared.etcd.Kill(); err != nil {
@@ -119,16 +143,26 @@ func TestTopologyFromEtcd(t *testing.T) {
 		waitFor(t, "the gateway to report etcd unreachable", func() bool { return g.fleetStatus(t)["etcd_connected"] == false })
 		t.Logf("gateway %d reports etcd unreachable after %v", i, time.Since(start).Round(time.Millisecond))
 	}
+	for i, g := range gws {
+		waitFor(t, "the gateway to keep its pools at their floor", func() bool { return g.fleetStatus(t)["budget_cut_to_floor"] == true })
+		tg, held := shareOf(t, g, "main/"+shared.primary.Addr())
+		t.Logf("gateway %d keeps its floor share %v of the primary (holds %v) after %v", i, tg, held, time.Since(start).Round(time.Millisecond))
+	}
 	time.Sleep(outage - time.Since(start))
 	if err := shared.etcd.Restart(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("etcd down for %v: %d statements served meanwhile, %d failed", time.Since(start).Round(time.Millisecond), l.ok.Load()-before, l.failed.Load())
+	restarted := time.Now()
 	for _, g := range gws {
-		waitFor(t, "the gateway to reconnect to etcd", func() bool { return g.fleetStatus(t)["etcd_connected"] == true })
+		waitFor(t, "the gateway to reconnect to etcd and leave its floor", func() bool {
+			f := g.fleetStatus(t)
+			return f["etcd_connected"] == true && f["budget_cut_to_floor"] != true
+		})
 	}
+	t.Logf("every gateway reconnected to etcd and left its floor %v after etcd restarted", time.Since(restarted).Round(time.Millisecond))
 	// Changes flow again: replica reads off sends reads to the primary.
-	putTopology(t, prefix, topology("", shared.primary, shared.replica))
+	putTopology(t, prefix, topology("    max_backend_connections: 30\n", shared.primary, shared.replica))
 	for _, db := range dbs {
 		waitFor(t, "reads from the primary after replica_reads off", func() bool { return serverID(t, db) == primaryID })
 	}
