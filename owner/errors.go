@@ -44,5 +44,18 @@ func (o *Owner) toSQLError(err error, t *table, addr string) *wire.SQLError {
 	case errors.As(err, new(exhaustedError)):
 		return wire.NewError(4084, "HY000", "Sequence '%s.%s' has run out", t.Schema, t.Name)
 	}
-	return wire.NewError(mysqlserver.ErConnectToForeign, "HY000", "Can't reach the primary of cluster %s at %s: %v", o.cluster, addr, err)
+	return wire.NewError(mysqlserver.ErConnectToForeign, "HY000", "Can't reach the primary of cluster %s at %s: %v; %s", o.cluster, addr, err, mayHaveRun(t))
+}
+
+// mayHaveRun tells the client of a statement on t whose connection to the
+// primary failed what became of it and what to do: the link may have
+// failed after the primary ran it.
+func mayHaveRun(t *table) string {
+	switch {
+	case t == nil:
+		return "try again"
+	case t.kind == kindSequence:
+		return "no value was handed out (a reserved block may become a gap): run it again"
+	}
+	return "the statement may have run on the primary: check before running it again (an ack written with AND time_acked IS NULL can simply run again)"
 }

@@ -240,3 +240,97 @@ func (p *primary) write(ctx context.Context, db *sql.DB, t *table, term uint64, 
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
+
+// A new term's fence rows are raised when the term starts (issue 35):
+// without that, a message table's row rose only at the new leader's
+// first postponement or purge (up to a second after it took over, longer
+// while nobody streams and the poller interval is long), and a sequence's
+// only at the new leader's first reservation; a late write of the old
+// term in that window (a client's insert that reached the paused old
+// leader, which its gateway has already cut with 1429) was not refused.
+// So watchLeadership raises the row of every sequence and message table
+// once per term, in the background, and a client's insert or ack in a
+// term waits for its table's raise (or does it itself, within its own
+// statement timeout) before it runs: a statement the new leader answers
+// comes after the old term is fenced out of its table. Sequence
+// reservations raise the row themselves, so NEXT VALUE does not wait.
+
+// tableFence records the newest term (and the primary generation) this
+// owner raised a table's fence row to. sem (one slot) serializes the
+// raises, so a term's raise runs once; a waiter gives up when its
+// context ends.
+type tableFence struct {
+	sem    chan struct{}
+	mu     sync.Mutex
+	raised blockGen // zero: none yet
+}
+
+func newTableFence() *tableFence { return &tableFence{sem: make(chan struct{}, 1)} }
+
+// done reports whether the row was raised for gen.
+func (f *tableFence) done(gen blockGen) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.raised == gen
+}
+
+// raiseFence makes sure t's fence row on p holds term (once per term and
+// primary): it raises it in a transaction of its own, or waits for the
+// raise under way, within ctx. A newer term there fails it with
+// staleTermError (and stops t's queue acting in term). An owner without
+// election has no fence: nothing to do.
+func (o *Owner) raiseFence(ctx context.Context, p *primary, t *table, term uint64) error {
+	f := t.fence
+	gen := blockGen{primary: p.gen, term: term}
+	if !p.fenced || f == nil || f.done(gen) {
+		return nil
+	}
+	select {
+	case f.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-f.sem }()
+	if f.done(gen) {
+		return nil
+	}
+	err := p.inTx(ctx, p.db, t, term, fenceRaise, func(*sql.Tx) error { return nil })
+	var stale *staleTermError
+	switch {
+	case errors.As(err, &stale):
+		if t.queue != nil {
+			t.queue.supersede(stale)
+		}
+		return err
+	case err != nil:
+		if isConnError(err) {
+			o.reportFailure(p.addr, err)
+		}
+		return err
+	}
+	f.mu.Lock()
+	f.raised = gen
+	f.mu.Unlock()
+	return nil
+}
+
+// raiseFences raises the fence row of every sequence and message table
+// to term, when term starts (watchLeadership). A failure is logged; the
+// first insert or ack of a table tries again.
+func (o *Owner) raiseFences(term uint64) {
+	p, err := o.primaryNow()
+	if err != nil {
+		return // each statement raises its table's once there is a primary
+	}
+	for _, t := range o.tables.Load().list {
+		if !o.stillLeading(term) {
+			return
+		}
+		ctx, cancel := context.WithTimeout(o.ctx, statementTimeout)
+		err := o.raiseFence(ctx, p, t, term)
+		cancel()
+		if err != nil && o.ctx.Err() == nil {
+			o.log.Warn("cannot raise the fence of a table for this term; its first insert or ack tries again", "table", t.Schema+"."+t.Name, "term", term, "error", err)
+		}
+	}
+}

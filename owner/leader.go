@@ -67,7 +67,8 @@ func (o *Owner) lostLeadershipError() *wire.SQLError {
 }
 
 // watchLeadership follows the election: a new term empties the message
-// caches (the last leader's deliveries changed the tables) and polls; a
+// caches (the last leader's deliveries changed the tables) and polls,
+// and raises the fence row of every table to the new term (fence.go); a
 // term's end ends every stream, whose clients STREAM again through a
 // gateway, which sends them to the new leader. Sequence blocks need
 // nothing: they are bound to their term (blockGen).
@@ -88,6 +89,7 @@ func (o *Owner) watchLeadership() {
 			}
 			if term != 0 {
 				o.log.Info("leading: serving sequences and messages", "cluster", o.cluster, "term", term)
+				o.bgGroup.Go("owner fence raise", func() { o.raiseFences(term) })
 				o.eachQueue((*queue).reset)
 			}
 			last = term

@@ -483,11 +483,14 @@ func (o *Owner) applyTables(found []foundTable) {
 	var names []string
 	for i := range found {
 		f := &found[i]
-		t := &table{Schema: f.Schema, Name: f.Name, kind: f.kind}
+		t := &table{Schema: f.Schema, Name: f.Name, kind: f.kind, fence: newTableFence()}
 		prev := old.lookup(f.Schema, f.Name)
 		if prev != nil && prev.kind != f.kind {
 			o.closeTable(prev)
 			prev = nil
+		}
+		if prev != nil {
+			t.fence = prev.fence
 		}
 		switch f.kind {
 		case kindSequence:

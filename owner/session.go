@@ -404,10 +404,14 @@ func (ss *session) exec(ctx context.Context, t *table, st statement, q string, t
 		return ss.statementFailed(p, t, err)
 	}
 	var res sql.Result
-	err = p.write(ctx, db, t, term, fenceCheck, func(e execer) (err error) {
-		res, err = e.ExecContext(ctx, q)
-		return err
-	})
+	// Not before this term has fenced the old ones out of the table.
+	err = ss.o.raiseFence(ctx, p, t, term)
+	if err == nil {
+		err = p.write(ctx, db, t, term, fenceCheck, func(e execer) (err error) {
+			res, err = e.ExecContext(ctx, q)
+			return err
+		})
+	}
 	var stale *staleTermError
 	if errors.As(err, &stale) {
 		t.queue.supersede(stale)

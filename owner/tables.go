@@ -35,6 +35,9 @@ type table struct {
 	kind         kind
 	seq          *sequence
 	queue        *queue
+	// fence is what this owner raised the table's fence row to (fence.go):
+	// kept across discoveries, like seq and queue.
+	fence *tableFence
 }
 
 // key is the lower-case "db.table" the table is looked up by.
