@@ -66,6 +66,8 @@ var (
 		"The backend's role: 1 for the current one of none, primary, replica, split_brain.", append(backendLabels, "role"), nil)
 	descLag = prometheus.NewDesc("directgate_backend_replication_lag_seconds",
 		"Replication lag of the last probe; absent when unknown (not a replica, replication stopped, or no privilege to read it).", backendLabels, nil)
+	descSlow = prometheus.NewDesc("directgate_backend_slow",
+		"1 while the backend's probe round trip is above its cluster's max_replica_latency (a replica then gets no reads), else 0.", backendLabels, nil)
 	descProbeRTT = prometheus.NewDesc("directgate_backend_probe_rtt_seconds",
 		"Round-trip time of the last probe's SELECT 1.", backendLabels, nil)
 	descLastProbe = prometheus.NewDesc("directgate_backend_last_probe_timestamp_seconds",
@@ -105,7 +107,7 @@ var allStateDescs = []*prometheus.Desc{
 	descRoundDuration, descProbesInFlight, descProbes,
 	descClientsOpen, descSessions, descSessionsSticky, descPins, descPinned, descInTxn, descSplitBrain, descNoPrimary,
 	descRounds, descSnapshotAge, descHasPrimary, descSplit,
-	descState, descStateSince, descRole, descLag, descProbeRTT, descLastProbe, descInFlight, descScore,
+	descState, descStateSince, descRole, descLag, descSlow, descProbeRTT, descLastProbe, descInFlight, descScore,
 	descPoolMax, descPoolConns, descPoolWaits, descPoolWaitTime, descPoolQueueWait, descPoolTimeouts, descPoolDials, descPoolDialErrors, descPoolDestroyed,
 	descPoolAcquires, descPoolAcquireTime, descPoolEmptyAcquires,
 }
@@ -182,6 +184,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 			if v.Last.LagKnown {
 				gauge(descLag, v.Last.Lag.Seconds(), name, addr)
 			}
+			gauge(descSlow, b2f(v.Slow), name, addr)
 			if !v.LastProbe.IsZero() {
 				gauge(descProbeRTT, v.Last.RTT.Seconds(), name, addr)
 				gauge(descLastProbe, float64(v.LastProbe.UnixNano())/1e9, name, addr)

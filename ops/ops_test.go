@@ -59,7 +59,7 @@ func (f *fakeGateway) StatusView(top string) (statuspage.View, error) {
 func (f *fakeGateway) HealthView() HealthView {
 	lag := 2.0
 	return HealthView{Clusters: []ClusterHealth{{Name: "main", Backends: []BackendHealth{
-		{Addr: "a:1", Role: "replica", State: "serving", Since: time.Unix(0, 0), LagSeconds: &lag, ProbeMillis: 1.5, ScoreMillis: 0.25, InFlight: 4, ServerID: 2},
+		{Addr: "a:1", Role: "replica", State: "serving", Since: time.Unix(0, 0), LagSeconds: &lag, ProbeMillis: 1.5, ScoreMillis: 0.25, InFlight: 4, ServerID: 2, Slow: true},
 	}}}}
 }
 func (f *fakeGateway) PoolStats() []PoolStat {
@@ -77,7 +77,7 @@ func (f *fakeGateway) Protections() []protect.Row {
 func TestShowGateway(t *testing.T) {
 	g := &fakeGateway{}
 	want := map[string]string{
-		"backends":    "main a:1 replica serving  1970-01-01T00:00:00Z 2 1.500 0.250 4 2",
+		"backends":    "main a:1 replica serving  1970-01-01T00:00:00Z 2 1.500 0.250 4 2 yes",
 		"pools":       "main a:1 user 8 2 0 0 0 0 0 0 0 0 0 u round_robin 0",
 		"sessions":    "7 app 127.0.0.1:5 no yes  ",
 		"protections": "hot_row main * on 0 3 0 0 0 0 1.50 0.00 ",

@@ -47,7 +47,7 @@ func millis(v float64) []byte { return strconv.AppendFloat(nil, v, 'f', 3, 64) }
 // with its load.
 func backendsTable(h HealthView) Table {
 	t := Table{Columns: []Column{text("Cluster"), text("Backend"), text("Role"), text("State"), text("Reason"), text("Since"),
-		text("Lag_seconds"), text("Probe_ms"), text("Score_ms"), number("In_flight"), number("Server_id")}}
+		text("Lag_seconds"), text("Probe_ms"), text("Score_ms"), number("In_flight"), number("Server_id"), text("Slow")}}
 	for _, c := range h.Clusters {
 		for _, b := range c.Backends {
 			var lag []byte
@@ -56,10 +56,18 @@ func backendsTable(h HealthView) Table {
 			}
 			t.Rows = append(t.Rows, [][]byte{str(c.Name), str(b.Addr), str(b.Role), str(b.State), str(b.Reason),
 				str(b.Since.UTC().Format(time.RFC3339)), lag, millis(b.ProbeMillis), millis(b.ScoreMillis),
-				num(b.InFlight), num(int64(b.ServerID))})
+				num(b.InFlight), num(int64(b.ServerID)), yesNo(b.Slow)})
 		}
 	}
 	return t
+}
+
+// yesNo is a flag as SHOW GATEWAY tables write it.
+func yesNo(b bool) []byte {
+	if b {
+		return str("yes")
+	}
+	return str("no")
 }
 
 // poolsTable is SHOW GATEWAY POOLS.
@@ -81,14 +89,8 @@ func poolsTable(stats []PoolStat) Table {
 func sessionsTable(sessions []SessionInfo) Table {
 	t := Table{Columns: []Column{number("Id"), text("User"), text("Client"), text("Busy"),
 		text("In_transaction"), text("Pinned"), text("Backend")}}
-	yes := func(b bool) []byte {
-		if b {
-			return str("yes")
-		}
-		return str("no")
-	}
 	for _, si := range sessions {
-		t.Rows = append(t.Rows, [][]byte{num(int64(si.ID)), str(si.User), str(si.Client), yes(si.Busy), yes(si.InTxn), str(si.Pinned), str(si.Backend)})
+		t.Rows = append(t.Rows, [][]byte{num(int64(si.ID)), str(si.User), str(si.Client), yesNo(si.Busy), yesNo(si.InTxn), str(si.Pinned), str(si.Backend)})
 	}
 	return t
 }
