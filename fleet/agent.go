@@ -213,8 +213,8 @@ func (a *Agent) UpdateMember(f func(*Member)) { a.reg.Update(f) }
 func (a *Agent) Done() <-chan struct{} { return a.reg.Done() }
 
 // Collectors are the agent's metrics, read at scrape time:
-// directgate_fleet_etcd_connected, directgate_fleet_topology_revision and
-// directgate_fleet_topology_refused.
+// directgate_fleet_etcd_connected, directgate_fleet_topology_revision,
+// directgate_fleet_topology_refused and directgate_fleet_budget_cut_to_floor.
 func (a *Agent) Collectors() []prometheus.Collector {
 	b := func(v bool) float64 {
 		if v {
@@ -235,5 +235,9 @@ func (a *Agent) Collectors() []prometheus.Collector {
 			Name: "directgate_fleet_topology_refused",
 			Help: "1 when the newest topology in etcd was refused by this gateway (it runs an older one: see the status page or the log for why).",
 		}, func() float64 { return b(a.Status().ApplyError != "") }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "directgate_fleet_budget_cut_to_floor",
+			Help: "1 while this gateway, cut from etcd, keeps its pools of capped backends at their floor shares of max_backend_connections; 0 otherwise.",
+		}, func() float64 { return b(a.Status().BudgetCut) }),
 	}
 }
