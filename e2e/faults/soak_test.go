@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/directgate/directgate/e2e/faultproxy"
 	"github.com/directgate/directgate/e2e/mariadbtest"
 	"github.com/directgate/directgate/gateway"
@@ -78,11 +80,46 @@ type soakRun struct {
 	causal   map[int]int               // read-your-writes checks by server id
 	stale    []string                  // read-your-writes checks that missed the write
 	replica  map[string]int            // samples of the replicas' state in discovery
+	slowest  map[string]time.Duration  // the longest operation by workload, failed or not
+	hung     []string                  // operations cut by the clients' read timeout
 }
 
 func newSoakRun() *soakRun {
 	return &soakRun{fails: map[string]map[string]int{}, sample: map[string]string{}, ok: map[string]int{},
-		draws: map[int][]int64{}, readsBy: map[int]int{}, causal: map[int]int{}, replica: map[string]int{}}
+		draws: map[int][]int64{}, readsBy: map[int]int{}, causal: map[int]int{}, replica: map[string]int{},
+		slowest: map[string]time.Duration{}}
+}
+
+// soakReadTimeout is the soak's clients' read timeout: far above every
+// documented bound (35 s for an owner statement in flight on a silent
+// link), so that an answer that never ends is a finding, not a hang of
+// the soak.
+const soakReadTimeout = time.Minute
+
+// soakOpen is open with the soak's read timeout.
+func soakOpen(t *testing.T, addr string) *sql.DB {
+	t.Helper()
+	c := mysql.NewConfig()
+	c.User, c.Passwd, c.Net, c.Addr, c.DBName = appUser, appPass, "tcp", addr, testDB
+	c.Timeout, c.ReadTimeout = 5*time.Second, soakReadTimeout
+	db, err := sql.Open("mysql", c.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// took records how long an operation of workload what took; one that
+// took 90 % of soakReadTimeout or more hung (go-sql-driver reports the
+// timeout as invalid connection).
+func (r *soakRun) took(what string, d time.Duration) {
+	r.mu.Lock()
+	r.slowest[what] = max(r.slowest[what], d)
+	if d >= soakReadTimeout*9/10 {
+		r.hung = append(r.hung, fmt.Sprintf("%s for %v until %s", what, d.Round(time.Millisecond), time.Now().Format("15:04:05.000")))
+	}
+	r.mu.Unlock()
 }
 
 // failed records a failure of workload what at time at.
@@ -311,12 +348,13 @@ func soakFaults(r *soakRun, st soakStack, deadline time.Time) {
 // the same session and past the gateway's 50 ms last_result hold, by a
 // read of the row, which must find it.
 func soakClient(t *testing.T, r *soakRun, addr string, id int, causal bool, deadline time.Time) {
-	db := open(t, addr)
+	db := soakOpen(t, addr)
 	db.SetMaxOpenConns(1)
 	next := int64(id) << 40 // this client's insert ids
 	for n := 0; n < soakMaxOps && time.Now().Before(deadline); n++ {
 		var what string
 		var err error
+		start := time.Now()
 		switch p := rand.IntN(10); {
 		case p < 4:
 			what, err = "transfer", transfer(db)
@@ -354,6 +392,7 @@ func soakClient(t *testing.T, r *soakRun, addr string, id int, causal bool, dead
 				r.mu.Unlock()
 			}
 		}
+		r.took(what, time.Since(start))
 		if err != nil {
 			r.failed(time.Now(), what, err)
 			time.Sleep(20 * time.Millisecond)
@@ -469,14 +508,14 @@ func TestSoak(t *testing.T) {
 		wg.Go(func() { soakClient(t, r, st.addr(i%2), i, i%2 == 0, deadline) })
 	}
 	for i := range 2 {
-		db := open(t, st.addr(i))
+		db := soakOpen(t, st.addr(i))
 		db.SetMaxOpenConns(1)
 		wg.Go(func() { soakProducer(r, q, db, 100+i, deadline) })
 	}
 	stopConsumers := make(chan struct{})
 	var consumers sync.WaitGroup
 	for i := range 2 {
-		ack := open(t, st.addr(i))
+		ack := soakOpen(t, st.addr(i))
 		ack.SetMaxOpenConns(2)
 		consumers.Go(func() { soakConsumer(r, q, st.addr(i), ack, stopConsumers) })
 	}
@@ -520,6 +559,7 @@ func soakReport(t *testing.T, r *soakRun, q *queueRun, pair *replicaPair, root *
 		}
 		t.Logf("failed during %s (fired %d times): %d %v, e.g. %s", k, byKind[k], total, r.fails[k], r.sample[k])
 	}
+	t.Logf("the longest operation by workload (failed or not): %v", r.slowest)
 	t.Logf("sysbench through gateway2: %v", bench)
 	t.Logf("reads by server (primary %d, replica %d): %v; read-your-writes checks by server: %v; replicas in discovery (samples every 200 ms, both gateways): %v",
 		pair.primary.ServerID, pair.replica.ServerID, r.readsBy, r.causal, r.replica)
@@ -541,6 +581,9 @@ func soakReport(t *testing.T, r *soakRun, q *queueRun, pair *replicaPair, root *
 	if r.badReads > 0 {
 		violations = append(violations, fmt.Sprintf("%d reads saw a wrong row count or total, e.g. %s", r.badReads, r.badRead))
 	}
+	if len(r.hung) > 0 {
+		violations = append(violations, fmt.Sprintf("%d operations got no answer within the clients' read timeout %v, e.g. %s", len(r.hung), soakReadTimeout, r.hung[0]))
+	}
 	if len(r.stale) > 0 {
 		violations = append(violations, fmt.Sprintf("%d reads after the session's write missed it (causal reads), e.g. %s", len(r.stale), r.stale[0]))
 	}
@@ -559,7 +602,7 @@ func soakReport(t *testing.T, r *soakRun, q *queueRun, pair *replicaPair, root *
 	if after.rssKB > before.rssKB+soakMoreRSSKB {
 		violations = append(violations, fmt.Sprintf("RSS grew from %d to %d KiB (bound +%d)", before.rssKB, after.rssKB, soakMoreRSSKB))
 	}
-	t.Logf("invariants checked: accounts total, sequence values unique and increasing per client, %d acknowledged inserts present, reads' row count and total (%d reads), %d read-your-writes checks, the queue's (every acknowledged insert there and no other, every row delivered and acked, acks' affected rows 1 per id), goroutines (+%d), backend-account connections (+%d), sessions (+%d), RSS (+%d MiB): %d violations",
+	t.Logf("invariants checked: accounts total, sequence values unique and increasing per client, %d acknowledged inserts present, reads' row count and total (%d reads), %d read-your-writes checks, no operation past the read timeout, the queue's (every acknowledged insert there and no other, every row delivered and acked, acks' affected rows 1 per id), goroutines (+%d), backend-account connections (+%d), sessions (+%d), RSS (+%d MiB): %d violations",
 		len(r.inserted), r.ok["read"], r.ok["insert and read it"], soakMoreGoroutines, soakMoreBackendConns, soakMoreSessions, soakMoreRSSKB>>10, len(violations))
 	for _, v := range violations {
 		t.Error(v)

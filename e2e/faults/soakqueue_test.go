@@ -46,6 +46,7 @@ func soakProducer(r *soakRun, q *queueRun, db *sql.DB, id int, deadline time.Tim
 	next := int64(id) << 40
 	for n := 0; n < soakMaxOps && time.Now().Before(deadline); n++ {
 		next++
+		start := time.Now()
 		_, err := db.Exec(fmt.Sprintf("INSERT INTO soak_msgs (id, producer) VALUES (%d, %d)", next, id))
 		q.mu.Lock()
 		if err == nil {
@@ -54,6 +55,7 @@ func soakProducer(r *soakRun, q *queueRun, db *sql.DB, id int, deadline time.Tim
 			q.maybe[next] = true
 		}
 		q.mu.Unlock()
+		r.took("message insert", time.Since(start))
 		if err != nil {
 			r.failed(time.Now(), "message insert", err)
 		} else {
@@ -162,6 +164,7 @@ func soakConsumer(r *soakRun, q *queueRun, addr string, ack *sql.DB, stop <-chan
 // rows), so the sum of affected rows stays 1.
 func soakAck(r *soakRun, q *queueRun, db *sql.DB, id int64) {
 	for try := 0; try < 5; try++ {
+		start := time.Now()
 		res, err := db.Exec(fmt.Sprintf("UPDATE soak_msgs SET time_acked = %d, time_next = NULL WHERE id IN (%d) AND time_acked IS NULL", time.Now().UnixNano(), id))
 		var n int64
 		if err == nil {
@@ -174,6 +177,7 @@ func soakAck(r *soakRun, q *queueRun, db *sql.DB, id int64) {
 			q.ackFailed[id]++
 		}
 		q.mu.Unlock()
+		r.took("ack", time.Since(start))
 		if err == nil {
 			r.succeeded("ack")
 			return
