@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -552,6 +553,19 @@ func soakReport(t *testing.T, r *soakRun, q *queueRun, pair *replicaPair, root *
 	for _, w := range r.windows {
 		byKind[w.kind]++
 	}
+	t.Logf("faults fired (kind@link): %v", byKind)
+	// Per kind over all links, then per kind and link.
+	perKind := map[string]map[string]int{}
+	for k, byWhat := range r.fails {
+		kind, _, _ := strings.Cut(k, "@")
+		if perKind[kind] == nil {
+			perKind[kind] = map[string]int{}
+		}
+		for what, n := range byWhat {
+			perKind[kind][what] += n
+		}
+	}
+	t.Logf("failed per fault kind and workload: %v", perKind)
 	for _, k := range kinds {
 		total := 0
 		for _, n := range r.fails[k] {

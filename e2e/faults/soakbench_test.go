@@ -22,6 +22,8 @@ const benchSegment = 60 * time.Second
 
 // benchFigures is what the soak's sysbench segments did, summed.
 type benchFigures struct {
+	// failedStarts counts the segments that ended with no report and no
+	// crash (sysbench could not connect).
 	segments, crashes, failedStarts int
 	// fromReports counts the segments whose figures come from the
 	// per-second reports (a crashed segment prints no summary).
@@ -36,7 +38,7 @@ func (b benchFigures) String() string {
 	if b.segments == 0 {
 		return b.sample
 	}
-	s := fmt.Sprintf("%d segments of at most %v, %d crashed (signal), %d failed to start; %.0f transactions, %.0f queries in %.0f s (%.1f tps), %.0f ignored errors, %.0f reconnects; %d segments' figures summed from per-second reports",
+	s := fmt.Sprintf("%d segments of at most %v, %d crashed (signal), %d more ended with no report; %.0f transactions, %.0f queries in %.0f s (%.1f tps), %.0f ignored errors, %.0f reconnects; %d segments' figures summed from per-second reports",
 		b.segments, benchSegment, b.crashes, b.failedStarts, b.transactions, b.queries, b.secs, b.transactions/max(b.secs, 1), b.ignored, b.reconnects, b.fromReports)
 	if b.sample != "" {
 		s += "; e.g. " + b.sample
@@ -102,12 +104,14 @@ var (
 // add adds one segment's output: its summary when it printed one, else the
 // sum of its per-second reports (interval 1 s).
 func (b *benchFigures) add(out string, err error) {
+	crashed := false
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			crashed = true
 			b.crashes++
 			if b.sample == "" {
-				b.sample = "segment " + strconv.Itoa(b.segments) + ": " + ws.Signal().String()
+				b.sample = "segment " + strconv.Itoa(b.segments) + ": " + ws.Signal().String() + " after: " + lastLine(out)
 			}
 		}
 	}
@@ -133,7 +137,9 @@ func (b *benchFigures) add(out string, err error) {
 	}
 	reports := benchReport.FindAllStringSubmatch(out, -1)
 	if len(reports) == 0 {
-		b.failedStarts++
+		if !crashed {
+			b.failedStarts++
+		}
 		if b.sample == "" {
 			b.sample = "segment " + strconv.Itoa(b.segments) + " printed nothing: " + lastLine(out)
 		}
