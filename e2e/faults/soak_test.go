@@ -169,17 +169,53 @@ func (u usage) String() string {
 		u.rssKB, u.goroutines, u.sessions, u.backendConns[0], u.backendConns[1], u.threads, u.prepared)
 }
 
+// rssKB is the test process's resident set (VmRSS), 0 if unknown.
+func rssKB() int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	m := regexp.MustCompile(`VmRSS:\s+(\d+)`).FindSubmatch(b)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
+
+// trend samples the test process's RSS, Go heap in use and goroutines
+// every max(30 s, d/20) until stop, for the report: whether they grow
+// with time or level off.
+func trend(d time.Duration, stop <-chan struct{}) func() string {
+	every := max(30*time.Second, d/20)
+	var mu sync.Mutex
+	var samples []string
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tickUntil(every, stop, 10_000, func() {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			mu.Lock()
+			samples = append(samples, fmt.Sprintf("%v: %d/%d/%d", time.Since(start).Round(time.Second), rssKB()>>10, ms.HeapInuse>>20, runtime.NumGoroutine()))
+			mu.Unlock()
+		})
+	}()
+	return func() string {
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Join(samples, ", ")
+	}
+}
+
 // measure reads the test process's RSS and goroutines, the gateways'
 // sessions, and the connections MariaDB sees.
 func measure(t *testing.T, st soakStack, roots [2]*sql.DB) usage {
 	t.Helper()
 	runtime.GC()
-	var u usage
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		if m := regexp.MustCompile(`VmRSS:\s+(\d+)`).FindSubmatch(b); m != nil {
-			u.rssKB, _ = strconv.Atoi(string(m[1]))
-		}
-	}
+	u := usage{rssKB: rssKB()}
 	u.goroutines = runtime.NumGoroutine()
 	for _, gw := range st.gws {
 		u.sessions += len(gw.Sessions())
@@ -245,14 +281,7 @@ func startSoakStack(t *testing.T, pair *replicaPair) soakStack {
 // watchReplicas samples every 200 ms until stop whether each gateway's
 // replica gets reads (serving, lag within the cap, not slow) or why not.
 func watchReplicas(r *soakRun, st soakStack, stop <-chan struct{}) {
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for n := 0; n < 1_000_000; n++ {
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
-		}
+	tickUntil(200*time.Millisecond, stop, 1_000_000, func() {
 		for i, gw := range st.gws {
 			v := gw.Health().Backend(st.replicas[i].Addr())
 			state := "unknown"
@@ -273,6 +302,20 @@ func watchReplicas(r *soakRun, st soakStack, stop <-chan struct{}) {
 			r.replica[state]++
 			r.mu.Unlock()
 		}
+	})
+}
+
+// tickUntil calls fn every d until stop, n times at most.
+func tickUntil(d time.Duration, stop <-chan struct{}, n int, fn func()) {
+	tick := time.NewTicker(d)
+	defer tick.Stop()
+	for range n {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		fn()
 	}
 }
 
@@ -523,6 +566,8 @@ func TestSoak(t *testing.T) {
 	stopWatch := make(chan struct{})
 	consumers.Go(func() { watchReplicas(r, st, stopWatch) })
 	bench := startSysbench(t, pair.primary, st.addr(1), deadline)
+	stopTrend := make(chan struct{})
+	trendOut := trend(*soakDuration, stopTrend)
 	time.Sleep(5 * time.Second) // warm: pools filled, blocks reserved
 	before := measure(t, st, roots)
 	soakFaults(r, st, deadline)
@@ -534,6 +579,8 @@ func TestSoak(t *testing.T) {
 	consumers.Wait()
 	time.Sleep(5 * time.Second) // idle connections settle
 	after := measure(t, st, roots)
+	close(stopTrend)
+	t.Logf("RSS MiB/Go heap in use MiB/goroutines over time: %s", trendOut())
 	t.Logf("after the load: every message acked %v later (%d unacked)", settled.Round(100*time.Millisecond), unacked)
 	soakReport(t, r, q, pair, root, time.Since(start), before, after, benchOut)
 }

@@ -31,13 +31,14 @@ type queueRun struct {
 	delivered map[int64]int   // rows streamed to a consumer
 	acked     map[int64]int64 // the sum of the acks' affected rows
 	ackFailed map[int64]int   // acks that failed (they may have run)
+	unacked   map[int64]bool  // first deliveries the consumer did not ack
 	streams   int             // STREAMs begun
 	ends      map[string]int  // how streams ended: watchdog, error
 }
 
 func newQueueRun() *queueRun {
 	return &queueRun{inserted: map[int64]bool{}, maybe: map[int64]bool{}, delivered: map[int64]int{},
-		acked: map[int64]int64{}, ackFailed: map[int64]int{}, ends: map[string]int{}}
+		acked: map[int64]int64{}, ackFailed: map[int64]int{}, unacked: map[int64]bool{}, ends: map[string]int{}}
 }
 
 // soakProducer inserts messages through db until the deadline, at most
@@ -67,7 +68,8 @@ func soakProducer(r *soakRun, q *queueRun, db *sql.DB, id int, deadline time.Tim
 
 // soakConsumer STREAMs soak_msgs through the gateway at addr and acks
 // every message it gets, one ack per id (UPDATE ... WHERE id IN (id) AND
-// time_acked IS NULL, through ack), until stop. A watchdog closes a
+// time_acked IS NULL, through ack), until stop; one first delivery in 100
+// it leaves unacked, to come back. A watchdog closes a
 // stream that brought nothing for 5 s (a silenced link) or lived 15-45 s;
 // the consumer then streams again.
 func soakConsumer(r *soakRun, q *queueRun, addr string, ack *sql.DB, stop <-chan struct{}) {
@@ -135,8 +137,16 @@ func soakConsumer(r *soakRun, q *queueRun, addr string, ack *sql.DB, stop <-chan
 			}
 			q.mu.Lock()
 			q.delivered[id]++
+			// One first delivery in 100 is not acked: the message must
+			// come back after the ack wait.
+			skip := q.delivered[id] == 1 && rand.IntN(100) == 0
+			if skip {
+				q.unacked[id] = true
+			}
 			q.mu.Unlock()
-			acks <- id
+			if !skip {
+				acks <- id
+			}
 		})
 		close(watched)
 		close(acks)
@@ -202,8 +212,9 @@ func waitAcked(root *sql.DB, limit time.Duration) (unacked int, took time.Durati
 // queueViolations checks the queue on the primary (root) against what the
 // clients saw: every acknowledged insert is there, no row nobody inserted,
 // every row acked and delivered at least once, nothing delivered that is
-// not a row, and per id the acks' affected rows sum to 1 (0 or 1 for an
-// id one of whose acks failed: it may have run). It returns the figures
+// not a row, every message left unacked on purpose delivered again, and
+// per id the acks' affected rows sum to 1 (0 or 1 for an id one of whose
+// acks failed: it may have run). It returns the figures
 // too.
 func queueViolations(t *testing.T, q *queueRun, root *sql.DB) (figures string, out []string) {
 	t.Helper()
@@ -233,7 +244,7 @@ func queueViolations(t *testing.T, q *queueRun, root *sql.DB) (figures string, o
 		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 		out = append(out, fmt.Sprintf(format, len(ids), ids[:min(len(ids), max)]))
 	}
-	var missing, phantom, unacked, undelivered, strayDelivery, ackedTwice, ackedNever []int64
+	var missing, phantom, unacked, undelivered, strayDelivery, ackedTwice, ackedNever, notBack []int64
 	for id := range q.inserted {
 		if _, ok := inTable[id]; !ok {
 			missing = append(missing, id)
@@ -254,6 +265,9 @@ func queueViolations(t *testing.T, q *queueRun, root *sql.DB) (figures string, o
 		}
 		if q.delivered[id] == 0 {
 			undelivered = append(undelivered, id)
+		}
+		if q.unacked[id] && q.delivered[id] < 2 {
+			notBack = append(notBack, id)
 		}
 		switch sum := q.acked[id]; {
 		case sum > 1:
@@ -281,8 +295,9 @@ func queueViolations(t *testing.T, q *queueRun, root *sql.DB) (figures string, o
 	add(5, "%d messages never delivered: %v", undelivered)
 	add(5, "%d deliveries of ids that are no row: %v", strayDelivery)
 	add(5, "%d messages whose acks' affected rows sum past 1: %v", ackedTwice)
+	add(5, "%d messages left unacked on purpose never came back: %v", notBack)
 	add(5, "%d delivered messages whose acks all succeeded with 0 rows: %v", ackedNever)
-	figures = fmt.Sprintf("%d inserts acknowledged, %d failed (%d of those landed); %d rows, %d acked; %d deliveries (%d again after the ack wait) over %d streams (ends: %v); %d acks failed, %d ids acked only by an ack whose answer was lost",
-		len(q.inserted), len(q.maybe), maybeLanded, len(inTable), ackedRows, deliveries, redelivered, q.streams, q.ends, failedAcks, unsure)
+	figures = fmt.Sprintf("%d inserts acknowledged, %d failed (%d of those landed); %d rows, %d acked; %d deliveries (%d again after the ack wait; %d left unacked on purpose) over %d streams (ends: %v); %d acks failed, %d ids acked only by an ack whose answer was lost",
+		len(q.inserted), len(q.maybe), maybeLanded, len(inTable), ackedRows, deliveries, redelivered, len(q.unacked), q.streams, q.ends, failedAcks, unsure)
 	return figures, out
 }
