@@ -663,7 +663,7 @@ func soakReport(t *testing.T, r *soakRun, q *queueRun, pair *replicaPair, root *
 	if after.rssKB > before.rssKB+soakMoreRSSKB {
 		violations = append(violations, fmt.Sprintf("RSS grew from %d to %d KiB (bound +%d)", before.rssKB, after.rssKB, soakMoreRSSKB))
 	}
-	t.Logf("invariants checked: accounts total, sequence values unique and increasing per client, %d acknowledged inserts present, reads' row count and total (%d reads), %d read-your-writes checks, no operation past the read timeout, the queue's (every acknowledged insert there and no other, every row delivered and acked, acks' affected rows 1 per id), goroutines (+%d), backend-account connections (+%d), sessions (+%d), RSS (+%d MiB): %d violations",
+	t.Logf("invariants checked: accounts total, sequence values unique and increasing per client, %d acknowledged inserts present, reads' row count and total (%d reads), %d read-your-writes checks, no operation past the read timeout, the queue's (every acknowledged insert there and no other, every row delivered and acked, every message left unacked delivered again, acks' affected rows 1 per id), goroutines (+%d), backend-account connections (+%d), sessions (+%d), RSS (+%d MiB): %d violations",
 		len(r.inserted), r.ok["read"], r.ok["insert and read it"], soakMoreGoroutines, soakMoreBackendConns, soakMoreSessions, soakMoreRSSKB>>10, len(violations))
 	for _, v := range violations {
 		t.Error(v)
