@@ -23,9 +23,10 @@
 #          make test skips (go test -faults.long); FAULTS_RUN narrows it (a -run regexp);
 #          then e2e/fleet's etcd faults (a gateway cut from etcd, etcd down a minute under
 #          load): FAULTS_FLEET_RUN ('^$' skips them)
-#   soak   two gateways, an owner, sysbench and an owner workload while
-#          faults fire at random for SOAK_DURATION (default 30m): e2e/faults TestSoak;
-#          reports failures per fault kind, invariants, RSS/goroutines/connections
+#   soak   two gateways, an owner, a primary with a replica; Go clients, a message queue
+#          and sysbench (in segments) while faults fire at random on every link for
+#          SOAK_DURATION (default 30m): e2e/faults TestSoak; reports failures per fault
+#          kind and workload, invariants, RSS/goroutines/sessions/connections
 #   clean  remove bin/ (stops nothing; .local/ keeps the local stack's data)
 
 GO ?= go

@@ -142,6 +142,9 @@ func (ss *Session) ownerDone(res wire.Result, err error) error {
 		return err
 	}
 	ss.log.Warn("owner statement failed", "owner", ss.cluster.fwd.Addr(), "error", err)
+	if res.Midway {
+		return lostMidway(err)
+	}
 	return ss.writeErr(toClientError(err))
 }
 

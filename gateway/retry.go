@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/directgate/directgate/internal/mysqlserver"
 	"github.com/directgate/directgate/querypath"
@@ -139,7 +140,7 @@ func (ss *Session) afterTry(rt *retry, conn *backendConn, pinned, retryable bool
 		rt.again(retryLostRead)
 		return tryAgain, nil
 	}
-	return tryOver, ss.tellLost(conn, err, lostState)
+	return tryOver, ss.tellLost(conn, res, err, lostState)
 }
 
 // backendBroke records a backend connection that broke under a command:
@@ -154,8 +155,14 @@ func (ss *Session) backendBroke(conn *backendConn, err error) {
 
 // tellLost tells the client its command lost its backend connection. A
 // session whose state (a transaction, variables, ...) lived on that
-// connection ends: the client must not carry on as if it existed.
-func (ss *Session) tellLost(conn *backendConn, err error, lostState bool) error {
+// connection ends: the client must not carry on as if it existed. When
+// the answer broke off within its definitions (res.Midway) the session
+// ends too, with no error packet: the client would read one as a
+// definition and wait for the rest.
+func (ss *Session) tellLost(conn *backendConn, res wire.Result, err error, lostState bool) error {
+	if res.Midway {
+		return lostMidway(err)
+	}
 	if werr := ss.writeErr(toClientError(backendLost(conn.addr, err))); werr != nil {
 		return werr
 	}
@@ -163,4 +170,11 @@ func (ss *Session) tellLost(conn *backendConn, err error, lostState bool) error 
 		return errors.New("backend connection holding session state was lost")
 	}
 	return nil
+}
+
+// lostMidway is the error that ends a session whose answer broke off
+// within its definitions (wire.Result.Midway): closing the client's
+// connection is the only clean end the client can read.
+func lostMidway(err error) error {
+	return fmt.Errorf("backend connection lost within the definitions of an answer; closing the client connection: %w", err)
 }

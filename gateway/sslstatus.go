@@ -45,7 +45,7 @@ func (ss *Session) showSessionStatus(p []byte, route querypath.Route) error {
 			return werr
 		}
 	case err != nil:
-		return ss.statementFailed(conn, err)
+		return ss.statementFailed(conn, wire.Result{}, err)
 	default:
 		res = wire.Result{Status: raw.Status, Warnings: raw.Warnings}
 		if raw.OK != nil {

@@ -296,7 +296,7 @@ func (ss *Session) comStmtPrepare(p []byte) error {
 	res, err := ss.exchange(conn, p, wire.ResponsePrepare)
 	ss.relay.StmtID = 0
 	if err != nil {
-		return ss.statementFailed(conn, err)
+		return ss.statementFailed(conn, res, err)
 	}
 	if res.Err == nil {
 		ss.nextStmtID = id
@@ -312,7 +312,7 @@ func (ss *Session) comStmtPrepare(p []byte) error {
 		ss.stmts[id] = &stmt{sql: sql, db: ss.db, route: route, params: res.Params, columns: res.Columns, gatewayTable: gatewayTable}
 		ss.stmtBytes += len(sql)
 		if err := conn.makeStmtRoom(); err != nil {
-			return ss.statementFailed(conn, err)
+			return ss.statementFailed(conn, wire.Result{}, err)
 		}
 		conn.rememberStmt(connStmtKey{state: ss.stateKey(), sql: sql}, res.StmtID)
 	}
@@ -331,8 +331,8 @@ func (ss *Session) finishCommand() {
 }
 
 // statementFailed handles a broken client or backend connection during a
-// command that is never retried.
-func (ss *Session) statementFailed(conn *backendConn, err error) error {
+// command that is never retried; res is what the relay got through.
+func (ss *Session) statementFailed(conn *backendConn, res wire.Result, err error) error {
 	var ce *wire.ClientError
 	if errors.As(err, &ce) || ss.cut.Load() {
 		// The client is gone, or the gateway cut the session (KILL,
@@ -343,7 +343,7 @@ func (ss *Session) statementFailed(conn *backendConn, err error) error {
 	}
 	lostState := ss.pins&^transientPins != 0
 	ss.backendBroke(conn, err)
-	return ss.tellLost(conn, err, lostState)
+	return ss.tellLost(conn, res, err, lostState)
 }
 
 // lookupStmt finds the client's statement id in p[1:5].
@@ -496,7 +496,7 @@ func (ss *Session) executeBackend(st *stmt, p []byte, flags byte) error {
 				rt.again(retryNotSent)
 				continue
 			}
-			return ss.statementFailed(conn, &wire.BackendError{Err: err})
+			return ss.statementFailed(conn, wire.Result{}, &wire.BackendError{Err: err})
 		}
 		wire.SetStmtCommandID(p, bid)
 		ss.relay.HoldReadOnly = retryable && ss.leaseRole == rolePrimary
@@ -660,7 +660,7 @@ func (ss *Session) comStmtFetch(p []byte) error {
 	wire.SetStmtCommandID(p, cs.id)
 	res, err := ss.exchange(conn, p, wire.ResponseFetch)
 	if err != nil {
-		return ss.statementFailed(conn, err)
+		return ss.statementFailed(conn, res, err)
 	}
 	if res.Err != nil || res.Status&wire.StatusLastRowSent != 0 {
 		st.cursor = false

@@ -66,6 +66,13 @@ type Result struct {
 	LocalInfileRq bool
 	// Held is set when Err was kept from the client (Relay.HoldReadOnly).
 	Held bool
+	// Midway is set when the response broke off (Run returned an error)
+	// within definitions: a result set's column definitions, a prepared
+	// statement's parameters or columns, or the EOF after them. The
+	// client, which has the packets before, reads whatever comes next as
+	// one more definition, an ERR packet too: the only clean end is its
+	// connection closed.
+	Midway bool
 	// CursorOpened is set when a COM_STMT_EXECUTE sent with Relay.Cursor
 	// opened a cursor: its rows come with COM_STMT_FETCH.
 	CursorOpened bool
@@ -219,6 +226,12 @@ func (s step) inDefinitions() bool {
 	return s == stepColumns || s == stepParams || s == stepPrepColumns
 }
 
+// midway reports whether the client expects definitions or the EOF after
+// them: a response that breaks off there cannot end with an ERR packet.
+func (s step) midway() bool {
+	return s >= stepColumns && s <= stepPrepColumnsEOF
+}
+
 // inspectLen is how much of a packet too large for the read buffer the
 // relay looks at.
 const inspectLen = 16
@@ -263,6 +276,7 @@ func (r *Relay) Run(client, backend *Conn, kind ResponseKind) (res Result, err e
 	err = r.steps()
 	res = rs.res
 	res.Packets = rs.sent
+	res.Midway = err != nil && rs.step.midway()
 	if len(r.track) > 0 {
 		res.Track = r.track
 	}
