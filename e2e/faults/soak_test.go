@@ -36,6 +36,10 @@ var soakSysbench = flag.Bool("soak.sysbench", true, "run sysbench through the se
 // as the fault's (discovery's rise probes, the owner pool's redial).
 const soakGrace = 3 * time.Second
 
+// soakRecentOps is how many of a client's last operations a wrong read's
+// report shows.
+const soakRecentOps = 6
+
 // soakMaxOps bounds each client's loop besides the duration.
 const soakMaxOps = 5_000_000
 
@@ -129,16 +133,23 @@ func (r *soakRun) took(what string, d time.Duration) {
 	r.mu.Unlock()
 }
 
-// failed records a failure of workload what at time at.
-func (r *soakRun) failed(at time.Time, what string, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// windowAt names the fault (kind@link) whose window, or grace after it,
+// holds at: "none" outside every one. Under r.mu.
+func (r *soakRun) windowAt(at time.Time) string {
 	kind := "none"
 	for _, w := range r.windows {
 		if !at.Before(w.from) && (w.to.IsZero() || at.Before(w.to.Add(soakGrace))) {
 			kind = w.kind
 		}
 	}
+	return kind
+}
+
+// failed records a failure of workload what at time at.
+func (r *soakRun) failed(at time.Time, what string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	kind := r.windowAt(at)
 	if r.fails[kind] == nil {
 		r.fails[kind] = map[string]int{}
 	}
@@ -433,6 +444,7 @@ func soakClient(t *testing.T, r *soakRun, addr string, id int, causal bool, dead
 	db := soakOpen(t, addr)
 	db.SetMaxOpenConns(1)
 	next := int64(id) << 40 // this client's insert ids
+	var recent []string     // the session's last operations, for a wrong read's report
 	for n := 0; n < soakMaxOps && time.Now().Before(deadline); n++ {
 		var what string
 		var err error
@@ -468,13 +480,24 @@ func soakClient(t *testing.T, r *soakRun, addr string, id int, causal bool, dead
 				if c != 10 || sum != 10_000 {
 					r.badReads++
 					if r.badRead == "" {
-						r.badRead = fmt.Sprintf("%d rows, total %d on server %d", c, sum, server)
+						// What to chase it with: when, during which
+						// fault, after which operations of the session.
+						r.badRead = fmt.Sprintf("%d rows, total %d on server %d at %s (fault %s); the session's operations before it, oldest first: %s",
+							c, sum, server, time.Now().Format("15:04:05.000"), r.windowAt(time.Now()), strings.Join(recent, "; "))
 					}
 				}
 				r.mu.Unlock()
 			}
 		}
 		r.took(what, time.Since(start))
+		outcome := "ok"
+		if err != nil {
+			outcome = err.Error()
+		}
+		recent = append(recent, fmt.Sprintf("%s %s: %s", start.Format("15:04:05.000"), what, outcome))
+		if len(recent) > soakRecentOps {
+			recent = recent[1:]
+		}
 		if err != nil {
 			r.failed(time.Now(), what, err)
 			time.Sleep(20 * time.Millisecond)
