@@ -63,7 +63,8 @@ var tableNames = [numGatewayTables]string{"PROCESSLIST", "SESSION_CONNECT_ATTRS"
 //   - CONNECTION_ID() is part of a select-list item whose end cannot be
 //     told from an alias of its own (see below), or PROCESSLIST is used
 //     other than as a table;
-//   - the text has executable comments or cannot be lexed to its end.
+//   - the text has executable comments, cannot be lexed to its end or
+//     leaves a parenthesis open.
 //
 // A select-list item that is exactly CONNECTION_ID() without an alias gets
 // its text as an alias, so the column keeps its name; so does a larger
@@ -331,6 +332,9 @@ func (r *idRewriter) check() bool {
 				return false
 			}
 		}
+	}
+	if len(r.inList) != 1 {
+		return false // a parenthesis left open: the server refuses the text
 	}
 	if !r.endItem(0, len(r.toks)) {
 		return false

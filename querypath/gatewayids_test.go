@@ -58,6 +58,7 @@ func TestRewriteGatewayIDs(t *testing.T) {
 		{"SELECT 1; SELECT CONNECTION_ID() AS c", "SELECT 1; SELECT 42 AS c"},
 		{"SELECT 1; CALL p(CONNECTION_ID())", ""},
 		{"SELECT 'unterminated CONNECTION_ID()", ""},
+		{"SELECT!0(CONNECTION_ID()", ""}, // a parenthesis left open
 	}
 	for _, c := range cases {
 		got, ok := RewriteGatewayIDs(c.in, false, 42, pl)
