@@ -79,6 +79,32 @@ func (ss *Session) noConnection(rt *retry, sp *stmtSpan, err error) error {
 	return ss.writeErr(toClientError(err))
 }
 
+// heldState reports whether the session holds state on its connection
+// beyond the previous statement's result (a transaction, variables, ...).
+func (ls *leaseState) heldState() bool {
+	return ls.lease != nil && ls.pins&^transientPins != 0
+}
+
+// stateLostBefore answers a command whose try failed before the command
+// was sent because the connection holding the session's state (held: what
+// heldState said before the try) broke while it was brought in line
+// (prepareStatement, a join): the client gets the error and the session
+// ends, as in tellLost. sp, when not nil, is the statement's span. False:
+// not that case, the caller answers.
+func (ss *Session) stateLostBefore(held bool, sp *stmtSpan, err error) (bool, error) {
+	if !held || ss.lease != nil {
+		return false, nil
+	}
+	ss.lostBackendState()
+	if sp != nil {
+		sp.failed(err)
+	}
+	if werr := ss.writeErr(toClientError(err)); werr != nil {
+		return true, werr
+	}
+	return true, errors.New("backend connection holding session state was lost")
+}
+
 // tryOutcome is what follows a try.
 type tryOutcome uint8
 

@@ -674,7 +674,7 @@ func (ss *Session) runSeen(p []byte, route querypath.Route, kind wire.ResponseKi
 	}
 	var rt retry
 	for {
-		pinned := ss.lease != nil
+		pinned, held := ss.lease != nil, ss.heldState()
 		// A statement of a session holding state on its connection (not
 		// just the previous statement's result) is never retried.
 		retryable := ss.retryable(&rt)
@@ -685,6 +685,9 @@ func (ss *Session) runSeen(p []byte, route querypath.Route, kind wire.ResponseKi
 			err = ss.prepareStatement(conn, route, sql, pinned)
 		}
 		if err != nil {
+			if lost, err := ss.stateLostBefore(held, &sp, err); lost {
+				return err
+			}
 			return ss.noConnection(&rt, &sp, err)
 		}
 		ss.relay.HoldReadOnly = retryable && ss.leaseRole == rolePrimary

@@ -287,8 +287,12 @@ func (ss *Session) comStmtPrepare(p []byte) error {
 	}
 	// Prepared where the statement will run: a read may be prepared on a
 	// replica (the metadata is the same).
+	held := ss.heldState()
 	conn, err := ss.backend(route, "", false)
 	if err != nil {
+		if lost, err := ss.stateLostBefore(held, nil, err); lost {
+			return err
+		}
 		return ss.writeErr(toClientError(err))
 	}
 	id := ss.nextStmtID + 1
@@ -455,7 +459,7 @@ func (ss *Session) executeBackend(st *stmt, p []byte, flags byte) error {
 	var rt retry
 	defer func() { ss.execCall = false }()
 	for {
-		pinned := ss.lease != nil
+		pinned, held := ss.lease != nil, ss.heldState()
 		retryable := ss.retryable(&rt)
 		// Set before prepareStatement: a prepared CALL gets the diag
 		// marker even when the session's warning list is empty.
@@ -470,6 +474,9 @@ func (ss *Session) executeBackend(st *stmt, p []byte, flags byte) error {
 			// The statement did not run: its long data goes with it, as
 			// with any execute the client is told failed.
 			st.resetLongData(ss)
+			if lost, err := ss.stateLostBefore(held, &sp, err); lost {
+				return err
+			}
 			return ss.noConnection(&rt, &sp, err)
 		}
 		var bid uint32

@@ -1,0 +1,80 @@
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// TestStateLostBeforeStatementEndsSession: the connection holding a
+// session's transaction can break while the gateway brings it in line
+// before the client's statement (here the SET of LAST_INSERT_ID() an
+// INSERT needs after another session's insert on the pooled connection).
+// The session then ends, as MariaDB ends a client's session whose
+// connection it killed. Before, the client got 1158 and the session went
+// on without its transaction: its next statements ran in autocommit on
+// another connection, and the client's ROLLBACK undid nothing.
+func TestStateLostBeforeStatementEndsSession(t *testing.T) {
+	root := rootDB(t)
+	ctx := context.Background()
+	for _, mode := range []struct {
+		name string
+		mod  func(*mysql.Config)
+	}{
+		{"text", nil},
+		{"prepared", func(c *mysql.Config) { c.InterpolateParams = false }},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			mustExec(t, direct(t), "DROP TABLE IF EXISTS lostpin", "CREATE TABLE lostpin (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(20)) ENGINE=InnoDB")
+			srv := startMplxGateway(t, "lostpin", 1, 1<<20)
+			tg := gatewayTarget(srv)
+			a, b := tg.session(t, mode.mod), tg.session(t, mode.mod)
+			ins := func(c *sql.Conn, v string) error {
+				_, err := c.ExecContext(ctx, "INSERT INTO lostpin (v) VALUES (?)", v)
+				return err
+			}
+			// a's LAST_INSERT_ID() is not the pooled connection's once b
+			// inserted there: a's first INSERT on it after that is
+			// preceded by a SET.
+			if err := ins(a, "a before"); err != nil {
+				t.Fatal(err)
+			}
+			if err := ins(b, "b before"); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond) // past b's hold of the connection
+			if _, err := a.ExecContext(ctx, "BEGIN"); err != nil {
+				t.Fatal(err)
+			}
+			// Not an insert: the SET is still to come.
+			if _, err := a.ExecContext(ctx, "UPDATE lostpin SET v = 'a in txn' WHERE v = 'a before'"); err != nil {
+				t.Fatal(err)
+			}
+			if n := killIdle(t, root, mplxUser); n < 1 {
+				t.Fatalf("killed %d idle pooled connections, want 1", n)
+			}
+			time.Sleep(200 * time.Millisecond)
+			err := ins(a, "a lost")
+			t.Logf("INSERT on the killed connection: %v", err)
+			after := ins(a, "a after")
+			t.Logf("the next INSERT: %v", after)
+			if after == nil {
+				_, rerr := a.ExecContext(ctx, "ROLLBACK")
+				t.Logf("ROLLBACK: %v", rerr)
+			}
+			var got string
+			if err := direct(t).QueryRow("SELECT COALESCE(GROUP_CONCAT(v ORDER BY id), '') FROM lostpin WHERE v IN ('a in txn', 'a lost', 'a after')").Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != "" {
+				t.Errorf("rows of the transaction the client rolled back were committed: %s", got)
+			}
+			if after == nil {
+				t.Errorf("the session went on after its transaction's connection was lost")
+			}
+		})
+	}
+}
