@@ -392,11 +392,11 @@ func soakSchema(t *testing.T, root *sql.DB) {
 // results cut after 32 KiB, and on a link to a replica also a slowdown
 // (soakSlowdownMS, above max_replica_latency); each held 2-4 s, then 3 s
 // without.
-func soakFaults(r *soakRun, st soakStack, deadline time.Time) {
+func soakFaults(r *soakRun, st soakStack, links []*faultproxy.Link, deadline time.Time) {
 	kinds := []string{"silence", "latency", "reset", "cut"}
 	for n := 0; n < 100_000 && time.Now().Add(10*time.Second).Before(deadline); n++ {
 		time.Sleep(3 * time.Second)
-		l := st.links[rand.IntN(len(st.links))]
+		l := links[rand.IntN(len(links))]
 		ks := kinds
 		if slices.Contains(st.replicas, l) {
 			ks = append(slices.Clip(kinds), "slowdown")
@@ -440,7 +440,8 @@ func soakFaults(r *soakRun, st soakStack, deadline time.Time) {
 // gateway has causal_reads on), a third of the inserts are followed, on
 // the same session and past the gateway's 50 ms last_result hold, by a
 // read of the row, which must find it.
-func soakClient(t *testing.T, r *soakRun, addr string, id int, causal bool, deadline time.Time) {
+// With onlyTransfers, half its operations are transfers and half reads.
+func soakClient(t *testing.T, r *soakRun, addr string, id int, causal, onlyTransfers bool, deadline time.Time) {
 	db := soakOpen(t, addr)
 	db.SetMaxOpenConns(1)
 	next := int64(id) << 40 // this client's insert ids
@@ -449,7 +450,11 @@ func soakClient(t *testing.T, r *soakRun, addr string, id int, causal bool, dead
 		var what string
 		var err error
 		start := time.Now()
-		switch p := rand.IntN(10); {
+		p := rand.IntN(10)
+		if onlyTransfers {
+			p = 9 * rand.IntN(2) // 0: a transfer, 9: a read
+		}
+		switch {
 		case p < 4:
 			what, err = "transfer", transfer(db)
 		case p < 7:
@@ -471,23 +476,7 @@ func soakClient(t *testing.T, r *soakRun, addr string, id int, causal bool, dead
 				r.mu.Unlock()
 			}
 		default:
-			what = "read"
-			var c, sum int64
-			var server int
-			if err = db.QueryRow("SELECT COUNT(*), SUM(bal), @@server_id FROM soak_accounts").Scan(&c, &sum, &server); err == nil {
-				r.mu.Lock()
-				r.readsBy[server]++
-				if c != 10 || sum != 10_000 {
-					r.badReads++
-					if r.badRead == "" {
-						// What to chase it with: when, during which
-						// fault, after which operations of the session.
-						r.badRead = fmt.Sprintf("%d rows, total %d on server %d at %s (fault %s); the session's operations before it, oldest first: %s",
-							c, sum, server, time.Now().Format("15:04:05.000"), r.windowAt(time.Now()), strings.Join(recent, "; "))
-					}
-				}
-				r.mu.Unlock()
-			}
+			what, err = "read", r.read(db, addr, id, recent)
 		}
 		r.took(what, time.Since(start))
 		outcome := "ok"
@@ -505,6 +494,30 @@ func soakClient(t *testing.T, r *soakRun, addr string, id int, causal bool, dead
 		}
 		r.succeeded(what)
 	}
+}
+
+// read reads the accounts outside a transaction (the replica's when it
+// qualifies) through gateway addr and checks their count and total; a
+// wrong one is recorded with client id's last operations (recent).
+func (r *soakRun) read(db *sql.DB, addr string, id int, recent []string) error {
+	var c, sum int64
+	var server int
+	if err := db.QueryRow("SELECT COUNT(*), SUM(bal), @@server_id FROM soak_accounts").Scan(&c, &sum, &server); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.readsBy[server]++
+	if c != 10 || sum != 10_000 {
+		r.badReads++
+		if r.badRead == "" {
+			// What to chase it with: when, during which fault, after
+			// which operations of the session.
+			r.badRead = fmt.Sprintf("%d rows, total %d on server %d through %s (client %d) at %s (fault %s); the session's operations before it, oldest first: %s",
+				c, sum, server, addr, id, time.Now().Format("15:04:05.000"), r.windowAt(time.Now()), strings.Join(recent, "; "))
+		}
+	}
+	return nil
 }
 
 // readYourWrite inserts row id into soak_log and, on the same session 60
@@ -610,7 +623,7 @@ func TestSoak(t *testing.T) {
 	deadline := start.Add(*soakDuration)
 	var wg sync.WaitGroup
 	for i := range 16 {
-		wg.Go(func() { soakClient(t, r, st.addr(i%2), i, i%2 == 0, deadline) })
+		wg.Go(func() { soakClient(t, r, st.addr(i%2), i, i%2 == 0, false, deadline) })
 	}
 	for i := range 2 {
 		db := soakOpen(t, st.addr(i))
@@ -631,7 +644,7 @@ func TestSoak(t *testing.T) {
 	trendOut := trend(*soakDuration, stopTrend)
 	time.Sleep(5 * time.Second) // warm: pools filled, blocks reserved
 	before := measure(t, st, roots)
-	soakFaults(r, st, deadline)
+	soakFaults(r, st, st.links, deadline)
 	wg.Wait()
 	benchOut := bench()
 	unacked, settled := waitAcked(root, time.Minute)

@@ -1,0 +1,70 @@
+package faults
+
+import (
+	"context"
+	"flag"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/directgate/directgate/e2e/faultproxy"
+)
+
+// soakTransfers runs TestSoakTransfers this long (0 skips).
+var soakTransfers = flag.Duration("soak.transfers", 0, "run TestSoakTransfers this long")
+
+// TestSoakTransfers (-soak.transfers D) is the soak narrowed to what a
+// wrong read of the accounts needs, to meet one faster: the soak's stack,
+// 16 clients that only transfer and read (half each), and faults only on
+// the gateways' links to the primary, where the transactions run. It
+// checks the accounts' total after every read and at the end.
+func TestSoakTransfers(t *testing.T) {
+	if *soakTransfers <= 0 {
+		t.Skip("go test -soak.transfers D")
+	}
+	needStack(t)
+	pair := startReplicaPair(t)
+	root := serverRoot(t, pair.primary)
+	if _, err := root.Exec("USE " + testDB); err != nil {
+		t.Fatal(err)
+	}
+	root.SetMaxOpenConns(1)
+	soakSchema(t, root)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := pair.replica.WaitCaughtUp(ctx, pair.primary); err != nil {
+		t.Fatal(err)
+	}
+	st := startSoakStack(t, pair)
+	var primaries []*faultproxy.Link
+	for _, l := range st.links {
+		if strings.HasPrefix(l.Name(), "gateway") && strings.HasSuffix(l.Name(), "-primary") {
+			primaries = append(primaries, l)
+		}
+	}
+	r := newSoakRun()
+	start := time.Now()
+	deadline := start.Add(*soakTransfers)
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() { soakClient(t, r, st.addr(i%2), i, i%2 == 0, true, deadline) })
+	}
+	soakFaults(r, st, primaries, deadline)
+	wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	byKind := map[string]int{}
+	for _, w := range r.windows {
+		byKind[w.kind]++
+	}
+	t.Logf("%v: faults %v; operations ok %v; reads by server %v; failed by fault %v; the longest operation %v",
+		time.Since(start).Round(time.Second), byKind, r.ok, r.readsBy, r.fails, r.slowest)
+	var total int64
+	if err := root.QueryRow("SELECT SUM(bal) FROM soak_accounts").Scan(&total); err != nil || total != 10_000 {
+		t.Errorf("accounts total %d (%v), want 10000: half a transaction landed", total, err)
+	}
+	if r.badReads > 0 {
+		t.Errorf("%d reads saw a wrong row count or total, e.g. %s", r.badReads, r.badRead)
+	}
+}
