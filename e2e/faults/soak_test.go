@@ -599,24 +599,8 @@ func TestSoak(t *testing.T) {
 	if *soakDuration <= 0 {
 		t.Skip("make soak (go test -soak.duration D)")
 	}
-	needStack(t)
-	pair := startReplicaPair(t)
-	var roots [2]*sql.DB
-	for i, s := range []*mariadbtest.Server{pair.primary, pair.replica} {
-		roots[i] = serverRoot(t, s)
-		if _, err := roots[i].Exec("USE " + testDB); err != nil {
-			t.Fatal(err)
-		}
-		roots[i].SetMaxOpenConns(1)
-	}
+	pair, roots, st := startSoak(t)
 	root := roots[0]
-	soakSchema(t, root)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := pair.replica.WaitCaughtUp(ctx, pair.primary); err != nil {
-		t.Fatal(err)
-	}
-	st := startSoakStack(t, pair)
 	r := newSoakRun()
 	q := newQueueRun()
 	start := time.Now()
@@ -660,6 +644,30 @@ func TestSoak(t *testing.T) {
 	for _, v := range memoryViolations(t, r, q, before) {
 		t.Error(v)
 	}
+}
+
+// startSoak starts the soak's replica pair, its schema and its stack; roots
+// are root sessions (one connection each, in the test database) on the
+// primary and the replica.
+func startSoak(t *testing.T) (*replicaPair, [2]*sql.DB, soakStack) {
+	t.Helper()
+	needStack(t)
+	pair := startReplicaPair(t)
+	var roots [2]*sql.DB
+	for i, s := range []*mariadbtest.Server{pair.primary, pair.replica} {
+		roots[i] = serverRoot(t, s)
+		if _, err := roots[i].Exec("USE " + testDB); err != nil {
+			t.Fatal(err)
+		}
+		roots[i].SetMaxOpenConns(1)
+	}
+	soakSchema(t, roots[0])
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := pair.replica.WaitCaughtUp(ctx, pair.primary); err != nil {
+		t.Fatal(err)
+	}
+	return pair, roots, startSoakStack(t, pair)
 }
 
 // soakReport logs the figures and checks the invariants.

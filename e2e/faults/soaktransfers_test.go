@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"context"
 	"flag"
 	"strings"
 	"sync"
@@ -23,20 +22,8 @@ func TestSoakTransfers(t *testing.T) {
 	if *soakTransfers <= 0 {
 		t.Skip("go test -soak.transfers D")
 	}
-	needStack(t)
-	pair := startReplicaPair(t)
-	root := serverRoot(t, pair.primary)
-	if _, err := root.Exec("USE " + testDB); err != nil {
-		t.Fatal(err)
-	}
-	root.SetMaxOpenConns(1)
-	soakSchema(t, root)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := pair.replica.WaitCaughtUp(ctx, pair.primary); err != nil {
-		t.Fatal(err)
-	}
-	st := startSoakStack(t, pair)
+	_, roots, st := startSoak(t)
+	root := roots[0]
 	var primaries []*faultproxy.Link
 	for _, l := range st.links {
 		if strings.HasPrefix(l.Name(), "gateway") && strings.HasSuffix(l.Name(), "-primary") {
