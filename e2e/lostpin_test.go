@@ -3,10 +3,13 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/directgate/directgate/gateway"
 )
 
 // TestStateLostBeforeStatementEndsSession: the connection holding a
@@ -29,7 +32,7 @@ func TestStateLostBeforeStatementEndsSession(t *testing.T) {
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			mustExec(t, direct(t), "DROP TABLE IF EXISTS lostpin", "CREATE TABLE lostpin (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(20)) ENGINE=InnoDB")
-			srv := startMplxGateway(t, "lostpin", 1, 1<<20)
+			srv := startLostpinGateway(t)
 			tg := gatewayTarget(srv)
 			a, b := tg.session(t, mode.mod), tg.session(t, mode.mod)
 			ins := func(c *sql.Conn, v string) error {
@@ -53,7 +56,7 @@ func TestStateLostBeforeStatementEndsSession(t *testing.T) {
 			if _, err := a.ExecContext(ctx, "UPDATE lostpin SET v = 'a in txn' WHERE v = 'a before'"); err != nil {
 				t.Fatal(err)
 			}
-			if n := killIdle(t, root, mplxUser); n < 1 {
+			if n := killIdle(t, root, lostpinUser); n < 1 {
 				t.Fatalf("killed %d idle pooled connections, want 1", n)
 			}
 			time.Sleep(200 * time.Millisecond)
@@ -77,4 +80,34 @@ func TestStateLostBeforeStatementEndsSession(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lostpinUser is the backend account of TestStateLostBeforeStatementEndsSession's
+// gateway, its own: the test kills that account's idle connections, and
+// tests running beside it kill mplxUser's.
+const lostpinUser, lostpinPass = "lostpin", "lostpin-secret"
+
+// startLostpinGateway starts a gateway with a pool of one connection that
+// logs in as lostpinUser.
+func startLostpinGateway(t *testing.T) *gateway.Server {
+	t.Helper()
+	root := rootDB(t)
+	for _, host := range []string{"%", "127.0.0.1", "localhost"} {
+		mustExec(t, root,
+			fmt.Sprintf("CREATE USER IF NOT EXISTS '%s'@'%s' IDENTIFIED BY '%s'", lostpinUser, host, lostpinPass),
+			fmt.Sprintf("GRANT ALL PRIVILEGES ON *.* TO '%s'@'%s'", lostpinUser, host))
+	}
+	return startTestGateway(t, "lostpin", fmt.Sprintf(`
+listen: 127.0.0.1:0
+http_listen: "off"
+log: {level: %s}
+users:
+  - {user: %s, password: %s}
+clusters:
+  - name: main
+    backend_user: %s
+    backend_password: %s
+    backends: [%q]
+    pool: {size: 1, min_idle: 1, max_dials: 2, acquire_timeout: 20s}
+`, logLevel(), appUser, appPass, lostpinUser, lostpinPass, shared.db.Addr()))
 }

@@ -87,6 +87,7 @@ type soakRun struct {
 	inserted []int64                   // acknowledged inserts
 	badReads int                       // reads that saw a wrong row count or total
 	badRead  string                    // the first of them
+	diagnose bool                      // reads report their backend thread and transaction
 	readsBy  map[int]int               // successful reads by server id
 	causal   map[int]int               // read-your-writes checks by server id
 	stale    []string                  // read-your-writes checks that missed the write
@@ -297,8 +298,9 @@ func (st soakStack) addr(i int) string { return st.gws[i].Addr().String() }
 // startSoakStack starts an owner (its link to the primary proxied) and two
 // gateways over the pair, each with proxied links to the primary, the
 // replica and the owner, replica reads on with max_replica_lag and
-// max_replica_latency, the first with causal reads.
-func startSoakStack(t *testing.T, pair *replicaPair) soakStack {
+// max_replica_latency, the first with causal reads. Without replicaReads
+// the replica gets no reads.
+func startSoakStack(t *testing.T, pair *replicaPair, replicaReads bool) soakStack {
 	t.Helper()
 	var st soakStack
 	ownerLink := faultproxy.New(t, "owner-primary", pair.primary.Addr())
@@ -309,8 +311,12 @@ func startSoakStack(t *testing.T, pair *replicaPair) soakStack {
 		db := faultproxy.New(t, name+"-primary", pair.primary.Addr())
 		repl := faultproxy.New(t, name+"-replica", pair.replica.Addr())
 		ow := faultproxy.New(t, name+"-owner", o.Addr().String())
-		more := fmt.Sprintf("    owner: %q\n    owner_timeout: 2s\n    failover_buffer: 3s\n    replica_reads: on\n    max_replica_lag: %v\n    max_replica_latency: %v\n",
-			ow.Addr(), soakMaxLag, soakMaxLatency)
+		reads := "on"
+		if !replicaReads {
+			reads = "off"
+		}
+		more := fmt.Sprintf("    owner: %q\n    owner_timeout: 2s\n    failover_buffer: 3s\n    replica_reads: %s\n    max_replica_lag: %v\n    max_replica_latency: %v\n",
+			ow.Addr(), reads, soakMaxLag, soakMaxLatency)
 		if i == 0 {
 			more += "    causal_reads: on\n"
 		}
@@ -499,10 +505,23 @@ func soakClient(t *testing.T, r *soakRun, addr string, id int, causal, onlyTrans
 // read reads the accounts outside a transaction (the replica's when it
 // qualifies) through gateway addr and checks their count and total; a
 // wrong one is recorded with client id's last operations (recent).
+//
+// With r.diagnose, the read also reports its backend connection's MariaDB
+// thread and the InnoDB transaction INNODB_TRX lists on it, if any (the
+// gateway leaves CONNECTION_ID() alone in a statement that reads
+// INNODB_TRX). The thread is the read's own; INNODB_TRX is a cache that
+// InnoDB refreshes only after 100 ms without a read of it, so with every
+// client reading it, it can be seconds old.
 func (r *soakRun) read(db *sql.DB, addr string, id int, recent []string) error {
 	var c, sum int64
 	var server int
-	if err := db.QueryRow("SELECT COUNT(*), SUM(bal), @@server_id FROM soak_accounts").Scan(&c, &sum, &server); err != nil {
+	var trx string // with diagnose: "; thread ..., transaction: ..."
+	if r.diagnose {
+		q := "SELECT COUNT(*), SUM(bal), @@server_id, CONCAT('; thread ', CONNECTION_ID(), ', transaction: ', COALESCE((SELECT GROUP_CONCAT(CONCAT(trx_id, ' ', trx_state, ' since ', trx_started, ', ', trx_rows_modified, ' rows modified, ', trx_tables_locked, ' tables locked')) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = CONNECTION_ID()), 'none')) FROM soak_accounts"
+		if err := db.QueryRow(q).Scan(&c, &sum, &server, &trx); err != nil {
+			return err
+		}
+	} else if err := db.QueryRow("SELECT COUNT(*), SUM(bal), @@server_id FROM soak_accounts").Scan(&c, &sum, &server); err != nil {
 		return err
 	}
 	r.mu.Lock()
@@ -513,8 +532,8 @@ func (r *soakRun) read(db *sql.DB, addr string, id int, recent []string) error {
 		if r.badRead == "" {
 			// What to chase it with: when, during which fault, after
 			// which operations of the session.
-			r.badRead = fmt.Sprintf("%d rows, total %d on server %d through %s (client %d) at %s (fault %s); the session's operations before it, oldest first: %s",
-				c, sum, server, addr, id, time.Now().Format("15:04:05.000"), r.windowAt(time.Now()), strings.Join(recent, "; "))
+			r.badRead = fmt.Sprintf("%d rows, total %d on server %d through %s (client %d) at %s (fault %s%s); the session's operations before it, oldest first: %s",
+				c, sum, server, addr, id, time.Now().Format("15:04:05.000"), r.windowAt(time.Now()), trx, strings.Join(recent, "; "))
 		}
 	}
 	return nil
@@ -599,7 +618,7 @@ func TestSoak(t *testing.T) {
 	if *soakDuration <= 0 {
 		t.Skip("make soak (go test -soak.duration D)")
 	}
-	pair, roots, st := startSoak(t)
+	pair, roots, st := startSoak(t, true)
 	root := roots[0]
 	r := newSoakRun()
 	q := newQueueRun()
@@ -646,10 +665,11 @@ func TestSoak(t *testing.T) {
 	}
 }
 
-// startSoak starts the soak's replica pair, its schema and its stack; roots
+// startSoak starts the soak's replica pair, its schema and its stack
+// (startSoakStack, replicaReads as there); roots
 // are root sessions (one connection each, in the test database) on the
 // primary and the replica.
-func startSoak(t *testing.T) (*replicaPair, [2]*sql.DB, soakStack) {
+func startSoak(t *testing.T, replicaReads bool) (*replicaPair, [2]*sql.DB, soakStack) {
 	t.Helper()
 	needStack(t)
 	pair := startReplicaPair(t)
@@ -667,7 +687,7 @@ func startSoak(t *testing.T) (*replicaPair, [2]*sql.DB, soakStack) {
 	if err := pair.replica.WaitCaughtUp(ctx, pair.primary); err != nil {
 		t.Fatal(err)
 	}
-	return pair, roots, startSoakStack(t, pair)
+	return pair, roots, startSoakStack(t, pair, replicaReads)
 }
 
 // soakReport logs the figures and checks the invariants.

@@ -15,14 +15,15 @@ var soakTransfers = flag.Duration("soak.transfers", 0, "run TestSoakTransfers th
 
 // TestSoakTransfers (-soak.transfers D) is the soak narrowed to what a
 // wrong read of the accounts needs, to meet one faster: the soak's stack,
-// 16 clients that only transfer and read (half each), and faults only on
-// the gateways' links to the primary, where the transactions run. It
+// 16 clients that only transfer and read (half each), the replica
+// getting no reads (the wrong read seen was on the primary), and faults
+// only on the gateways' links to the primary. It
 // checks the accounts' total after every read and at the end.
 func TestSoakTransfers(t *testing.T) {
 	if *soakTransfers <= 0 {
 		t.Skip("go test -soak.transfers D")
 	}
-	_, roots, st := startSoak(t)
+	_, roots, st := startSoak(t, false)
 	root := roots[0]
 	var primaries []*faultproxy.Link
 	for _, l := range st.links {
@@ -31,6 +32,7 @@ func TestSoakTransfers(t *testing.T) {
 		}
 	}
 	r := newSoakRun()
+	r.diagnose = true
 	start := time.Now()
 	deadline := start.Add(*soakTransfers)
 	var wg sync.WaitGroup
