@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"testing"
 	"time"
 
@@ -91,23 +90,6 @@ const lostpinUser, lostpinPass = "lostpin", "lostpin-secret"
 // logs in as lostpinUser.
 func startLostpinGateway(t *testing.T) *gateway.Server {
 	t.Helper()
-	root := rootDB(t)
-	for _, host := range []string{"%", "127.0.0.1", "localhost"} {
-		mustExec(t, root,
-			fmt.Sprintf("CREATE USER IF NOT EXISTS '%s'@'%s' IDENTIFIED BY '%s'", lostpinUser, host, lostpinPass),
-			fmt.Sprintf("GRANT ALL PRIVILEGES ON *.* TO '%s'@'%s'", lostpinUser, host))
-	}
-	return startTestGateway(t, "lostpin", fmt.Sprintf(`
-listen: 127.0.0.1:0
-http_listen: "off"
-log: {level: %s}
-users:
-  - {user: %s, password: %s}
-clusters:
-  - name: main
-    backend_user: %s
-    backend_password: %s
-    backends: [%q]
-    pool: {size: 1, min_idle: 1, max_dials: 2, acquire_timeout: 20s}
-`, logLevel(), appUser, appPass, lostpinUser, lostpinPass, shared.db.Addr()))
+	ensureAccount(t, lostpinUser, lostpinPass)
+	return startGatewayAs(t, "lostpin", lostpinUser, lostpinPass, 1, 1<<20)
 }

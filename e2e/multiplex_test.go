@@ -41,13 +41,17 @@ const mplxUser, mplxPass = "mplx", "mplx-secret"
 
 // ensureMplxAccount creates mplxUser on MariaDB (as root) with the same
 // rights as the shared stack's backend account.
-func ensureMplxAccount(t *testing.T) {
+func ensureMplxAccount(t *testing.T) { ensureAccount(t, mplxUser, mplxPass) }
+
+// ensureAccount creates the MariaDB account user (every host) with all
+// privileges, if missing.
+func ensureAccount(t *testing.T, user, pass string) {
 	t.Helper()
 	root := rootDB(t)
 	for _, host := range []string{"%", "127.0.0.1", "localhost"} {
 		mustExec(t, root,
-			fmt.Sprintf("CREATE USER IF NOT EXISTS '%s'@'%s' IDENTIFIED BY '%s'", mplxUser, host, mplxPass),
-			fmt.Sprintf("GRANT ALL PRIVILEGES ON *.* TO '%s'@'%s'", mplxUser, host))
+			fmt.Sprintf("CREATE USER IF NOT EXISTS '%s'@'%s' IDENTIFIED BY '%s'", user, host, pass),
+			fmt.Sprintf("GRANT ALL PRIVILEGES ON *.* TO '%s'@'%s'", user, host))
 	}
 }
 
@@ -63,6 +67,12 @@ func rootDB(t *testing.T) *sql.DB {
 func startMplxGateway(t *testing.T, name string, poolSize, maxPacket int) *gateway.Server {
 	t.Helper()
 	ensureMplxAccount(t)
+	return startGatewayAs(t, name, mplxUser, mplxPass, poolSize, maxPacket)
+}
+
+// startGatewayAs is startMplxGateway with the backend account user.
+func startGatewayAs(t *testing.T, name, user, pass string, poolSize, maxPacket int) *gateway.Server {
+	t.Helper()
 	srv := startTestGateway(t, name, fmt.Sprintf(`
 listen: 127.0.0.1:0
 http_listen: "off"
@@ -76,7 +86,7 @@ clusters:
     backend_password: %s
     backends: [%q]
     pool: {size: %d, min_idle: %d, max_dials: 2, acquire_timeout: 20s}
-`, logLevel(), maxPacket, appUser, appPass, mplxUser, mplxPass, shared.db.Addr(), poolSize, poolSize))
+`, logLevel(), maxPacket, appUser, appPass, user, pass, shared.db.Addr(), poolSize, poolSize))
 	return srv
 }
 
