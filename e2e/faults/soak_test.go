@@ -88,6 +88,7 @@ type soakRun struct {
 	badReads int                       // reads that saw a wrong row count or total
 	badRead  string                    // the first of them
 	diagnose bool                      // reads report their backend thread and transaction
+	direct   bool                      // clients log in to MariaDB itself (a control without gateways)
 	readsBy  map[int]int               // successful reads by server id
 	causal   map[int]int               // read-your-writes checks by server id
 	stale    []string                  // read-your-writes checks that missed the write
@@ -111,8 +112,14 @@ const soakReadTimeout = time.Minute
 // soakOpen is open with the soak's read timeout.
 func soakOpen(t *testing.T, addr string) *sql.DB {
 	t.Helper()
+	return soakOpenAs(t, addr, appUser, appPass)
+}
+
+// soakOpenAs is soakOpen as user.
+func soakOpenAs(t *testing.T, addr, user, pass string) *sql.DB {
+	t.Helper()
 	c := mysql.NewConfig()
-	c.User, c.Passwd, c.Net, c.Addr, c.DBName = appUser, appPass, "tcp", addr, testDB
+	c.User, c.Passwd, c.Net, c.Addr, c.DBName = user, pass, "tcp", addr, testDB
 	c.Timeout, c.ReadTimeout = 5*time.Second, soakReadTimeout
 	db, err := sql.Open("mysql", c.FormatDSN())
 	if err != nil {
@@ -449,6 +456,9 @@ func soakFaults(r *soakRun, st soakStack, links []*faultproxy.Link, deadline tim
 // With onlyTransfers, half its operations are transfers and half reads.
 func soakClient(t *testing.T, r *soakRun, addr string, id int, causal, onlyTransfers bool, deadline time.Time) {
 	db := soakOpen(t, addr)
+	if r.direct {
+		db = soakOpenAs(t, addr, backendUser, backendPass)
+	}
 	db.SetMaxOpenConns(1)
 	next := int64(id) << 40 // this client's insert ids
 	var recent []string     // the session's last operations, for a wrong read's report

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"flag"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,10 @@ import (
 // soakTransfers runs TestSoakTransfers this long (0 skips).
 var soakTransfers = flag.Duration("soak.transfers", 0, "run TestSoakTransfers this long")
 
+// soakTransfersDirect runs TestSoakTransfers without gateways: the
+// clients log in to the primary through the same fault proxies.
+var soakTransfersDirect = flag.Bool("soak.transfers.direct", false, "run TestSoakTransfers straight to MariaDB (a control)")
+
 // TestSoakTransfers (-soak.transfers D) is the soak narrowed to what a
 // wrong read of the accounts needs, to meet one faster: the soak's stack,
 // 16 clients that only transfer and read (half each), the replica
@@ -23,7 +28,7 @@ func TestSoakTransfers(t *testing.T) {
 	if *soakTransfers <= 0 {
 		t.Skip("go test -soak.transfers D")
 	}
-	_, roots, st := startSoak(t, false)
+	pair, roots, st := startSoak(t, false)
 	root := roots[0]
 	var primaries []*faultproxy.Link
 	for _, l := range st.links {
@@ -33,11 +38,21 @@ func TestSoakTransfers(t *testing.T) {
 	}
 	r := newSoakRun()
 	r.diagnose = true
+	addrs := []string{st.addr(0), st.addr(1)}
+	if *soakTransfersDirect {
+		r.direct = true
+		primaries = nil
+		for i := range addrs {
+			l := faultproxy.New(t, fmt.Sprintf("direct%d-primary", i+1), pair.primary.Addr())
+			primaries = append(primaries, l)
+			addrs[i] = l.Addr()
+		}
+	}
 	start := time.Now()
 	deadline := start.Add(*soakTransfers)
 	var wg sync.WaitGroup
 	for i := range 16 {
-		wg.Go(func() { soakClient(t, r, st.addr(i%2), i, i%2 == 0, true, deadline) })
+		wg.Go(func() { soakClient(t, r, addrs[i%2], i, i%2 == 0, true, deadline) })
 	}
 	soakFaults(r, st, primaries, deadline)
 	wg.Wait()
