@@ -455,10 +455,11 @@ func soakFaults(r *soakRun, st soakStack, links []*faultproxy.Link, deadline tim
 // read of the row, which must find it.
 // With onlyTransfers, half its operations are transfers and half reads.
 func soakClient(t *testing.T, r *soakRun, addr string, id int, causal, onlyTransfers bool, deadline time.Time) {
-	db := soakOpen(t, addr)
+	user, pass := appUser, appPass
 	if r.direct {
-		db = soakOpenAs(t, addr, backendUser, backendPass)
+		user, pass = backendUser, backendPass // MariaDB's own account
 	}
+	db := soakOpenAs(t, addr, user, pass)
 	db.SetMaxOpenConns(1)
 	next := int64(id) << 40 // this client's insert ids
 	var recent []string     // the session's last operations, for a wrong read's report

@@ -22,8 +22,9 @@ var soakTransfersDirect = flag.Bool("soak.transfers.direct", false, "run TestSoa
 // wrong read of the accounts needs, to meet one faster: the soak's stack,
 // 16 clients that only transfer and read (half each), the replica
 // getting no reads (the wrong read seen was on the primary), and faults
-// only on the gateways' links to the primary. It
-// checks the accounts' total after every read and at the end.
+// only on the gateways' links to the primary. It checks the accounts'
+// total after every read and at the end. With -soak.transfers.direct the
+// clients skip the gateways: a control for what the gateway adds.
 func TestSoakTransfers(t *testing.T) {
 	if *soakTransfers <= 0 {
 		t.Skip("go test -soak.transfers D")
