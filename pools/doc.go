@@ -46,6 +46,12 @@
 //     rest back in their order, and dials up to MinIdle
 //     (CreateResource).
 //   - COM_QUIT at rest (Quitter).
+//   - The hand-off (handoff.go): a caller that finds every seat leased
+//     waits in the pool's own first-come, first-served queue, and Release
+//     gives the connection straight to the first in it, without the
+//     contexts, timers and semaphore channels a wait in puddle's Acquire
+//     costs. Callers wait in puddle's Acquire only while dials are
+//     possible or in flight.
 //   - The waits outside Acquire of an event loop's tasks (WaitOutside,
 //     Lease.Pass, TryAcquire) and how long callers queue (QueueWait).
 //

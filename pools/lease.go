@@ -61,8 +61,12 @@ func (l *Lease[T]) Release() {
 		l.res.Hijack()
 		e.idleSince = now
 		p.adopt(e)
+		p.wakeWaiters(1) // the new generation may have room now
 	default:
 		e.idleSince = now
+		if p.handOff(l) {
+			return
+		}
 		if p.Order() == RoundRobin {
 			// Queued before the seat goes idle: an empty idle seat
 			// always finds a connection in the queue.
@@ -70,6 +74,9 @@ func (l *Lease[T]) Release() {
 			l.e = nil
 		}
 		l.res.Release()
+		// A caller that queued for a hand-off after handOff looked, but
+		// before the connection went idle, missed it: it looks again.
+		p.wakeWaiters(1)
 		if p.budgetWaiters.Load() > 0 {
 			p.signalRoom()
 		}

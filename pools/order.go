@@ -62,56 +62,59 @@ func (e *entry[T]) expired(now time.Time) bool {
 	return !e.expires.IsZero() && !now.Before(e.expires)
 }
 
-// idleQueue is the round-robin order of the idle connections whose seats
-// in puddle wait empty (see the package documentation, "Reuse order"): a
-// first-in, first-out ring. It is not safe for concurrent use; the pool
-// guards it with idleMu.
-type idleQueue[T Conn] struct {
-	buf  []*entry[T]
-	head int // index of the first entry in buf
-	n    int // entries queued
+// ring is a first-in, first-out queue: the round-robin order of the idle
+// connections whose seats in puddle wait empty (see the package
+// documentation, "Reuse order"), and the hand-off queue of waiters. It is
+// not safe for concurrent use; the pool guards each with a mutex.
+type ring[E comparable] struct {
+	buf  []E
+	head int // index of the first element in buf
+	n    int // elements queued
 }
 
-// push queues e last.
-func (q *idleQueue[T]) push(e *entry[T]) {
+// push queues x last.
+func (q *ring[E]) push(x E) {
 	if q.n == len(q.buf) {
-		next := make([]*entry[T], max(8, 2*len(q.buf)))
+		next := make([]E, max(8, 2*len(q.buf)))
 		for i := range q.n {
 			next[i] = q.buf[(q.head+i)%len(q.buf)]
 		}
 		q.buf, q.head = next, 0
 	}
-	q.buf[(q.head+q.n)%len(q.buf)] = e
+	q.buf[(q.head+q.n)%len(q.buf)] = x
 	q.n++
 }
 
-// pop takes the first entry, or returns nil when the queue is empty.
-func (q *idleQueue[T]) pop() *entry[T] {
+// pop takes the first element, or returns the zero E when the queue is
+// empty.
+func (q *ring[E]) pop() E {
+	var zero E
 	if q.n == 0 {
-		return nil
+		return zero
 	}
-	e := q.buf[q.head]
-	q.buf[q.head] = nil
+	x := q.buf[q.head]
+	q.buf[q.head] = zero
 	q.head = (q.head + 1) % len(q.buf)
 	q.n--
-	return e
+	return x
 }
 
-// removeFirst takes out, in queue order, up to max entries for which drop
-// returns true (it is asked about each entry in turn until max are taken),
-// keeping the order of the rest.
-func (q *idleQueue[T]) removeFirst(limit int, drop func(*entry[T]) bool) []*entry[T] {
-	var out []*entry[T]
+// removeFirst takes out, in queue order, up to limit elements for which
+// drop returns true (it is asked about each element in turn until limit
+// are taken), keeping the order of the rest.
+func (q *ring[E]) removeFirst(limit int, drop func(E) bool) []E {
+	var out []E
+	var zero E
 	kept := 0
 	for i := range q.n {
 		at := (q.head + i) % len(q.buf)
-		e := q.buf[at]
-		q.buf[at] = nil
-		if len(out) < limit && drop(e) {
-			out = append(out, e)
+		x := q.buf[at]
+		q.buf[at] = zero
+		if len(out) < limit && drop(x) {
+			out = append(out, x)
 			continue
 		}
-		q.buf[(q.head+kept)%len(q.buf)] = e
+		q.buf[(q.head+kept)%len(q.buf)] = x
 		kept++
 	}
 	q.n = kept

@@ -195,7 +195,16 @@ type Pool[T Conn] struct {
 	// idle is the round-robin queue: the connections of the empty idle
 	// seats, guarded by idleMu, which is taken alone.
 	idleMu sync.Mutex
-	idle   idleQueue[T]
+	idle   ring[*entry[T]]
+
+	// handQ is the hand-off queue: Acquire calls waiting while every
+	// seat is leased, served first by Release (handoff.go); handN is its
+	// length, read without the lock; handFree keeps the waiters of
+	// earlier waits. Guarded by handMu, which is taken alone.
+	handMu   sync.Mutex
+	handQ    ring[*handWaiter[T]]
+	handN    atomic.Int32
+	handFree []*handWaiter[T]
 
 	// waiting counts Acquire calls waiting for a connection; outside,
 	// the waits outside Acquire (WaitOutside); budgetWaiters, the Acquire
@@ -260,6 +269,13 @@ type Pool[T Conn] struct {
 	dialErrors      atomic.Int64
 	destroyed       atomic.Int64
 	acquireTimeouts atomic.Int64
+	// handoffs counts the leases Release handed to a waiter, handWait
+	// (ns) the waits that ended so, handCancels the waits of the queue
+	// that ended without a connection: Stat adds them to puddle's
+	// acquire counters.
+	handoffs    atomic.Int64
+	handWait    atomic.Int64
+	handCancels atomic.Int64
 }
 
 // New validates cfg, applies its defaults and starts the pool's
@@ -409,6 +425,13 @@ func (p *Pool[T]) acquireSlow(ctx context.Context) (*Lease[T], error) {
 			return nil, p.closedError()
 		}
 		g := p.gen.Load()
+		if !budgetWait && g.atSize() {
+			l, done, err := p.handedOver(ctx, g, deadline)
+			if done {
+				return l, err
+			}
+			continue
+		}
 		room := p.roomSignal()
 		res, err := g.acquire(ctx, deadline)
 		if err == nil {
@@ -452,6 +475,42 @@ func (p *Pool[T]) acquireSlow(ctx context.Context) (*Lease[T], error) {
 			return nil, fmt.Errorf("pool %s: acquire: %w", p.name, err)
 		}
 	}
+}
+
+// handedOver is acquireSlow's wait in the hand-off queue while g is at
+// its size (handoff.go). done is false when the caller should look again.
+func (p *Pool[T]) handedOver(ctx context.Context, g *generation[T], deadline time.Time) (l *Lease[T], done bool, err error) {
+	start := time.Now()
+	l, found, timedOut, err := p.waitHandoff(ctx, g, deadline)
+	switch {
+	case found != nil:
+		l, err = p.take(ctx, found)
+		return l, l != nil || err != nil, err
+	case l != nil:
+		p.handWait.Add(int64(time.Since(start)))
+		if p.prepare == nil {
+			return l, true, nil
+		}
+		ok, perr := p.prepare(ctx, l.e.conn)
+		if perr == nil && ok {
+			return l, true, nil
+		}
+		l.leased = false
+		l.e.unsound = true
+		p.discard(l)
+		if perr != nil {
+			return nil, true, fmt.Errorf("pool %s: prepare: %w", p.name, perr)
+		}
+		return nil, false, nil
+	case err != nil:
+		p.handCancels.Add(1)
+		return nil, true, err
+	case timedOut:
+		p.handCancels.Add(1)
+		p.acquireTimeouts.Add(1)
+		return nil, true, p.timeoutError(false)
+	}
+	return nil, false, nil
 }
 
 // Closed reports whether Close was called: Acquire fails with ErrClosed.
@@ -594,6 +653,7 @@ func (p *Pool[T]) Resize(size, minIdle int) {
 	p.mu.Unlock()
 	old.retire()
 	p.moveIdle(old)
+	p.wakeWaiters(-1)
 	p.signalKick()
 }
 
@@ -614,9 +674,10 @@ func (p *Pool[T]) Stat() Stat {
 		c.add(st)
 	}
 	s.Open = s.Idle + s.InUse
-	s.Acquires, s.AcquireTime = c.acquires, c.acquireTime
-	s.EmptyAcquires, s.EmptyAcquireTime = c.emptyAcquires, c.emptyAcquireTime
-	s.CanceledAcquires = c.canceledAcquires
+	handoffs, handWait := p.handoffs.Load(), time.Duration(p.handWait.Load())
+	s.Acquires, s.AcquireTime = c.acquires+handoffs, c.acquireTime+handWait
+	s.EmptyAcquires, s.EmptyAcquireTime = c.emptyAcquires+handoffs, c.emptyAcquireTime+handWait
+	s.CanceledAcquires = c.canceledAcquires + p.handCancels.Load()
 	s.Waiting = int(p.waiting.Load() + p.outside.Load())
 	s.Waits = p.waits.Load()
 	s.WaitTime = time.Duration(p.waitNanos.Load())
@@ -670,6 +731,7 @@ func (p *Pool[T]) Close() {
 		p.budget.detach(p)
 	}
 	close(p.closec)
+	p.wakeWaiters(-1) // the hand-off queue: they see the pool closed
 	p.cancelBase()
 	for _, g := range gens {
 		g.retire()
@@ -731,6 +793,7 @@ func (p *Pool[T]) timeoutError(budgetSpent bool) error {
 func (p *Pool[T]) discard(l *Lease[T]) {
 	e := l.e // kept in l: the seat is gone, never handed out again
 	l.res.Hijack()
+	p.wakeWaiters(1) // a seat is free: the first waiter may dial
 	if e == nil {
 		if e = p.popIdle(); e == nil {
 			return
