@@ -3,12 +3,14 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/directgate/directgate/gateway"
+	"github.com/directgate/directgate/wire"
 )
 
 // TestStateLostBeforeStatementEndsSession: the connection holding a
@@ -92,4 +94,78 @@ func startLostpinGateway(t *testing.T) *gateway.Server {
 	t.Helper()
 	ensureAccount(t, lostpinUser, lostpinPass)
 	return startGatewayAs(t, "lostpin", lostpinUser, lostpinPass, 1, 1<<20)
+}
+
+// TestHeldConnectionLostInCommandEndsSession: two more places where the
+// connection holding a session's transaction can break outside a
+// statement, both found after the test above. The session must end there
+// too; before, it went on:
+//   - the COM_STMT_RESET that closes a cursor: the statement was answered
+//     OK and the session's next INSERT committed in autocommit;
+//   - bringing the held connection in line with a change the gateway
+//     keeps itself (COM_SET_OPTION) before the next statement: that
+//     statement failed, and so did every later one, on the dead
+//     connection the session kept.
+func TestHeldConnectionLostInCommandEndsSession(t *testing.T) {
+	root := rootDB(t)
+	for _, tc := range []struct {
+		name string
+		// lose runs after the connection was killed: the command that
+		// meets the dead connection first. The rawSession's statement
+		// "c" has an open cursor.
+		lose func(t *testing.T, s *rawSession)
+	}{
+		{"cursor reset", func(t *testing.T, s *rawSession) {
+			s.send(binary.LittleEndian.AppendUint32([]byte{wire.ComStmtReset}, s.stmt("c")))
+		}},
+		{"sync before a statement", func(t *testing.T, s *rawSession) {
+			s.send([]byte{wire.ComSetOption, 0, 0})
+			if p, err := s.bc.ReadPacket(); err != nil || wire.IsERR(p) {
+				t.Fatalf("COM_SET_OPTION: %x %v", p, err)
+			}
+			s.send(append([]byte{wire.ComQuery}, "INSERT INTO lostpin (v) VALUES ('lost')"...))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mustExec(t, direct(t), "DROP TABLE IF EXISTS lostpin", "CREATE TABLE lostpin (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(20)) ENGINE=InnoDB")
+			srv := startLostpinGateway(t)
+			s := newRawSession(t, gatewayTarget(srv), 0)
+			for _, step := range []struct {
+				what string
+				resp []byte
+			}{
+				{"USE", s.query("USE " + testDB)},
+				{"BEGIN", s.query("BEGIN")},
+				{"INSERT", s.query("INSERT INTO lostpin (v) VALUES ('in txn')")},
+				{"prepare", s.prepare("c", "SELECT seq FROM seq_1_to_10")},
+				{"execute with a cursor", s.execute("c", 1, true)},
+			} {
+				if len(step.resp) > 4 && wire.IsERR(step.resp[4:]) {
+					t.Fatalf("%s: %s", step.what, step.resp[4:])
+				}
+			}
+			if n := killIdle(t, root, lostpinUser); n < 1 {
+				t.Fatalf("killed %d idle pooled connections, want 1", n)
+			}
+			time.Sleep(200 * time.Millisecond)
+			tc.lose(t, s)
+			first, ferr := s.bc.ReadPacket()
+			t.Logf("the command that met the dead connection: %x %v", first, ferr)
+			// The session is over: the next command gets no answer.
+			var after error
+			if err := s.bc.WriteCommand(append([]byte{wire.ComQuery}, "INSERT INTO lostpin (v) VALUES ('after')"...)); err == nil {
+				var p []byte
+				if p, after = s.bc.ReadPacket(); after == nil {
+					t.Errorf("the session went on after its transaction's connection was lost: the next INSERT got %x", p)
+				}
+			}
+			var got string
+			if err := direct(t).QueryRow("SELECT COALESCE(GROUP_CONCAT(v ORDER BY id), '') FROM lostpin").Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != "" {
+				t.Errorf("rows of the lost transaction or after it were committed: %s", got)
+			}
+		})
+	}
 }

@@ -948,6 +948,14 @@ func (ss *Session) heldBackend(route querypath.Route) (conn *backendConn, held b
 	}
 	if conn.syncedState != ss.stateID {
 		if err := ss.sync(conn); err != nil {
+			var sqlErr *wire.SQLError
+			if !errors.As(err, &sqlErr) {
+				// Broken: dropped, or every later statement would fail
+				// on it. The caller ends a session that held state on
+				// it (stateLostBefore).
+				ss.dropLease()
+				return nil, true, backendLost(conn.addr, err)
+			}
 			return nil, true, err
 		}
 	}

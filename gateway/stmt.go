@@ -588,13 +588,14 @@ func (ss *Session) comStmtClose(p []byte) error {
 	if sqlErr != nil {
 		return nil
 	}
+	var err error
 	if st.cursor {
-		ss.closeCursor(st)
+		err = ss.closeCursor(st)
 	}
 	st.resetLongData(ss)
 	ss.stmtBytes -= len(st.sql)
 	delete(ss.stmts, id)
-	return nil
+	return err // no answer to carry it: the session ends
 }
 
 // comStmtReset drops a statement's long data and closes its cursor.
@@ -605,14 +606,23 @@ func (ss *Session) comStmtReset(p []byte) error {
 	}
 	st.resetLongData(ss)
 	if st.cursor {
-		ss.closeCursor(st)
+		if err := ss.closeCursor(st); err != nil {
+			if werr := ss.writeErr(toClientError(err)); werr != nil {
+				return werr
+			}
+			return err
+		}
 	}
 	return ss.writeOK(wire.OK{Status: ss.status})
 }
 
 // closeCursor closes a statement's open cursor on the pinned connection
-// (COM_STMT_RESET there) and unpins when it was the last.
-func (ss *Session) closeCursor(st *stmt) {
+// (COM_STMT_RESET there) and unpins when it was the last. When that
+// connection breaks it is dropped; if it held more of the session's state
+// than this cursor (a transaction, variables, other cursors), that state
+// is gone and closeCursor returns the failure: the session must end, as
+// MariaDB ends a session whose connection it lost.
+func (ss *Session) closeCursor(st *stmt) error {
 	st.cursor = false
 	ss.cursors--
 	if ss.lease != nil {
@@ -621,9 +631,13 @@ func (ss *Session) closeCursor(st *stmt) {
 			if _, err := conn.SimpleCommand(wire.AppendStmtCommand(nil, wire.ComStmtReset, cs.id)); err != nil {
 				var e *wire.SQLError
 				if !errors.As(err, &e) {
+					held := ss.cursors > 0 || ss.pins&^(pinCursor|transientPins) != 0
 					ss.dropLease()
-					ss.setPins(0)
-					return
+					ss.lostBackendState()
+					if held {
+						return backendLost(conn.addr, err)
+					}
+					return nil
 				}
 			}
 		}
@@ -634,6 +648,7 @@ func (ss *Session) closeCursor(st *stmt) {
 			ss.releaseLease()
 		}
 	}
+	return nil
 }
 
 // closeCursors forgets every open cursor (their connection is gone).
