@@ -169,8 +169,15 @@ func (p *Pool[T]) leaveQueue(w *handWaiter[T]) (l *Lease[T], ok bool) {
 
 // handOff gives l, which its holder released and the pool would keep, to
 // the first waiter, if any; it reports whether it did. l stays leased.
+// While other callers wait (in puddle's Acquire for a dial or a release,
+// or for a budget unit) the connection goes to puddle instead: they came
+// before any waiter of the queue (the pool was below its size then), and
+// a queue served first would starve them while callers keep queueing.
+// Release then wakes the first waiter to look again, in case nobody in
+// puddle took the connection.
 func (p *Pool[T]) handOff(l *Lease[T]) bool {
-	if p.handN.Load() == 0 {
+	n := p.handN.Load()
+	if n == 0 || p.waiting.Load() > n {
 		return false
 	}
 	p.handMu.Lock()

@@ -188,3 +188,55 @@ func TestHandoffWokenToDial(t *testing.T) {
 		a.Release()
 	})
 }
+
+// A caller that waits in puddle's Acquire (it came while a dial was in
+// flight, before the pool was at its size) is served before the callers
+// queued for a hand-off after it: before, releases went to the queue
+// while it was not empty, and under steady load that caller waited until
+// its timeout (e2e/fleet TestConnectionBudget).
+func TestHandoffDoesNotStarvePuddleWaiter(t *testing.T) {
+	d := &dialer{gate: make(chan struct{})}
+	p := newPool(t, d, func(c *Config[*fakeConn]) { c.Size = 2; c.AcquireTimeout = 5 * time.Second })
+	first := make(chan acquired, 1)
+	go func() {
+		l, err := p.Acquire(context.Background())
+		first <- acquired{l, err}
+	}()
+	d.gate <- struct{}{}
+	a := receive(t, first)
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	// X dials the second seat; P comes while that dial is in flight and
+	// waits in puddle's Acquire.
+	x := acquireAsync(t, p, context.Background())
+	eventually(t, "the second dial", func() bool { return d.started.Load() == 2 })
+	inPuddle := acquireAsync(t, p, context.Background())
+	d.gate <- struct{}{}
+	rx := receive(t, x)
+	if rx.err != nil {
+		t.Fatal(rx.err)
+	}
+	// At its size now: H queues for a hand-off.
+	h := acquireAsync(t, p, context.Background())
+	if n := p.handN.Load(); n != 1 {
+		t.Fatalf("hand-off queue holds %d callers, want 1", n)
+	}
+	a.l.Release()
+	rp := receive(t, inPuddle)
+	if rp.err != nil {
+		t.Fatal(rp.err)
+	}
+	select {
+	case r := <-h:
+		t.Fatalf("the queued caller was served before the one waiting in puddle: %+v", r)
+	case <-time.After(20 * time.Millisecond):
+	}
+	rx.l.Release()
+	rh := receive(t, h)
+	if rh.err != nil {
+		t.Fatal(rh.err)
+	}
+	rh.l.Release()
+	rp.l.Release()
+}
