@@ -36,8 +36,7 @@ import (
 //     find the pool closed.
 //
 // A waiter woken to look again goes through Acquire's steps once more and
-// queues last if it must wait again; that only happens when a seat frees
-// or the pool resizes.
+// queues first if it must wait again: it keeps its turn.
 
 // handWaiter is one Acquire call waiting in the hand-off queue.
 type handWaiter[T Conn] struct {
@@ -101,8 +100,8 @@ func (g *generation[T]) atSize() bool {
 	return int(st.AcquiredResources()+st.IdleResources()) >= g.size
 }
 
-// waitHandoff waits in the hand-off queue, while g is at its size, for a
-// released connection. It returns the lease handed over; or found, an
+// waitHandoff waits in the hand-off queue (first in it with first set),
+// while g is at its size, for a released connection. It returns the lease handed over; or found, an
 // idle seat it took (for take); or neither and a nil error when the
 // caller should look again (a seat freed, the pool resized or closed);
 // or ctx's end as the error; or timedOut at the deadline.
@@ -111,11 +110,15 @@ func (g *generation[T]) atSize() bool {
 // also reports while callers wait in puddle's Acquire even with a seat
 // idle: those take the idle seats, and this caller is served by the
 // releases after.
-func (p *Pool[T]) waitHandoff(ctx context.Context, g *generation[T], deadline time.Time) (l *Lease[T], found *puddle.Resource[*Lease[T]], timedOut bool, err error) {
+func (p *Pool[T]) waitHandoff(ctx context.Context, g *generation[T], deadline time.Time, first bool) (l *Lease[T], found *puddle.Resource[*Lease[T]], timedOut bool, err error) {
 	w := p.getWaiter()
 	defer p.putWaiter(w)
 	p.handMu.Lock()
-	p.handQ.push(w)
+	if first {
+		p.handQ.pushFront(w)
+	} else {
+		p.handQ.push(w)
+	}
 	w.queued, w.deadline = true, deadline
 	p.handN.Add(1)
 	p.handMu.Unlock()
@@ -176,8 +179,7 @@ func (p *Pool[T]) leaveQueue(w *handWaiter[T]) (l *Lease[T], ok bool) {
 // Release then wakes the first waiter to look again, in case nobody in
 // puddle took the connection.
 func (p *Pool[T]) handOff(l *Lease[T]) bool {
-	n := p.handN.Load()
-	if n == 0 || p.waiting.Load() > n {
+	if p.handN.Load() == 0 || p.inPuddle.Load() > 0 || p.budgetWaiters.Load() > 0 {
 		return false
 	}
 	p.handMu.Lock()

@@ -85,6 +85,16 @@ func (q *ring[E]) push(x E) {
 	q.n++
 }
 
+// pushFront queues x first.
+func (q *ring[E]) pushFront(x E) {
+	q.push(x) // makes room
+	q.n--
+	q.buf[(q.head+q.n)%len(q.buf)] = *new(E)
+	q.head = (q.head - 1 + len(q.buf)) % len(q.buf)
+	q.buf[q.head] = x
+	q.n++
+}
+
 // pop takes the first element, or returns the zero E when the queue is
 // empty.
 func (q *ring[E]) pop() E {

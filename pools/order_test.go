@@ -2,6 +2,7 @@ package pools
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -238,5 +239,34 @@ func TestBooksMatchConnections(t *testing.T) {
 			}
 			t.Logf("pa %+v", pa.Stat())
 		})
+	}
+}
+
+// The ring keeps first-in, first-out order through growth, pushFront and
+// removeFirst.
+func TestRing(t *testing.T) {
+	var q ring[int]
+	for i := range 10 {
+		q.push(i)
+	}
+	q.pushFront(-1)
+	for range 3 {
+		q.pop()
+	}
+	q.pushFront(-2)
+	q.push(10)
+	if got := q.removeFirst(1, func(x int) bool { return x == 5 }); len(got) != 1 || got[0] != 5 {
+		t.Fatalf("removeFirst took %v", got)
+	}
+	var got []int
+	for q.n > 0 {
+		got = append(got, q.pop())
+	}
+	want := []int{-2, 2, 3, 4, 6, 7, 8, 9, 10}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("order %v, want %v", got, want)
+	}
+	if q.pop() != 0 {
+		t.Error("pop of an empty ring is not the zero value")
 	}
 }

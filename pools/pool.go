@@ -205,6 +205,9 @@ type Pool[T Conn] struct {
 	handQ    ring[*handWaiter[T]]
 	handN    atomic.Int32
 	handFree []*handWaiter[T]
+	// inPuddle counts the Acquire calls waiting in puddle's Acquire (for
+	// a dial, or a release while dials were possible).
+	inPuddle atomic.Int32
 
 	// waiting counts Acquire calls waiting for a connection; outside,
 	// the waits outside Acquire (WaitOutside); budgetWaiters, the Acquire
@@ -420,20 +423,26 @@ func (p *Pool[T]) acquireSlow(ctx context.Context) (*Lease[T], error) {
 		}
 	}()
 	deadline := start.Add(p.acquireTimeout())
+	// lookedAgain: the caller left the hand-off queue to look again; it
+	// keeps its place there.
+	lookedAgain := false
 	for {
 		if p.closed.Load() {
 			return nil, p.closedError()
 		}
 		g := p.gen.Load()
 		if !budgetWait && g.atSize() {
-			l, done, err := p.handedOver(ctx, g, deadline)
+			l, done, err := p.handedOver(ctx, g, deadline, lookedAgain)
 			if done {
 				return l, err
 			}
+			lookedAgain = true
 			continue
 		}
 		room := p.roomSignal()
+		p.inPuddle.Add(1)
 		res, err := g.acquire(ctx, deadline)
+		p.inPuddle.Add(-1)
 		if err == nil {
 			if l, err := p.take(ctx, res); l != nil || err != nil {
 				return l, err
@@ -478,10 +487,12 @@ func (p *Pool[T]) acquireSlow(ctx context.Context) (*Lease[T], error) {
 }
 
 // handedOver is acquireSlow's wait in the hand-off queue while g is at
-// its size (handoff.go). done is false when the caller should look again.
-func (p *Pool[T]) handedOver(ctx context.Context, g *generation[T], deadline time.Time) (l *Lease[T], done bool, err error) {
+// its size (handoff.go); first queues the caller first, for one that left
+// the queue to look again. done is false when the caller should look
+// again.
+func (p *Pool[T]) handedOver(ctx context.Context, g *generation[T], deadline time.Time, first bool) (l *Lease[T], done bool, err error) {
 	start := time.Now()
-	l, found, timedOut, err := p.waitHandoff(ctx, g, deadline)
+	l, found, timedOut, err := p.waitHandoff(ctx, g, deadline, first)
 	switch {
 	case found != nil:
 		l, err = p.take(ctx, found)
