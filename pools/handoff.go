@@ -101,10 +101,11 @@ func (g *generation[T]) atSize() bool {
 }
 
 // waitHandoff waits in the hand-off queue (first in it with first set),
-// while g is at its size, for a released connection. It returns the lease handed over; or found, an
-// idle seat it took (for take); or neither and a nil error when the
-// caller should look again (a seat freed, the pool resized or closed);
-// or ctx's end as the error; or timedOut at the deadline.
+// while g is at its size, for a released connection. It returns the
+// lease handed over; or found, an idle seat it took (for take); or
+// neither and a nil error when the caller should look again (a seat
+// freed, the pool resized or closed); or ctx's end as the error; or
+// timedOut at the deadline.
 //
 // A caller comes here when puddle's TryAcquire found nothing, which it
 // also reports while callers wait in puddle's Acquire even with a seat
