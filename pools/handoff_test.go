@@ -37,6 +37,17 @@ func receive(t *testing.T, c <-chan acquired) acquired {
 	}
 }
 
+// notServed fails the test if the Acquire behind c returns within 20 ms:
+// who names it and when it must not be served yet.
+func notServed(t *testing.T, c <-chan acquired, who string) {
+	t.Helper()
+	select {
+	case r := <-c:
+		t.Fatalf("served too early: %s: %+v", who, r)
+	case <-time.After(20 * time.Millisecond):
+	}
+}
+
 // A caller that finds every seat leased waits in the hand-off queue, and
 // the next Release gives it that connection directly: counted as an
 // acquire that waited, with no seat going idle between.
@@ -114,11 +125,7 @@ func TestHandoffOrderAndTimeout(t *testing.T) {
 	if r1.err != nil {
 		t.Fatal(r1.err)
 	}
-	select {
-	case r := <-third:
-		t.Fatalf("the third waiter was served before the first released: %+v", r)
-	case <-time.After(20 * time.Millisecond):
-	}
+	notServed(t, third, "the third waiter, before the first released")
 	r1.l.Release()
 	r3 := receive(t, third)
 	if r3.err != nil {
@@ -227,11 +234,7 @@ func TestHandoffDoesNotStarvePuddleWaiter(t *testing.T) {
 	if rp.err != nil {
 		t.Fatal(rp.err)
 	}
-	select {
-	case r := <-h:
-		t.Fatalf("the queued caller was served before the one waiting in puddle: %+v", r)
-	case <-time.After(20 * time.Millisecond):
-	}
+	notServed(t, h, "the queued caller, before the one waiting in puddle")
 	rx.l.Release()
 	rh := receive(t, h)
 	if rh.err != nil {
