@@ -37,6 +37,17 @@ func receive(t *testing.T, c <-chan acquired) acquired {
 	}
 }
 
+// served returns the lease the Acquire behind c got, failing the test on
+// its error.
+func served(t *testing.T, c <-chan acquired) *Lease[*fakeConn] {
+	t.Helper()
+	r := receive(t, c)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return r.l
+}
+
 // notServed fails the test if the Acquire behind c returns within 20 ms:
 // who names it and when it must not be served yet.
 func notServed(t *testing.T, c <-chan acquired, who string) {
@@ -63,11 +74,8 @@ func TestHandoffGivesReleasedConnection(t *testing.T) {
 				t.Fatalf("hand-off queue holds %d callers, want 1", n)
 			}
 			a.Release()
-			r := receive(t, got)
-			if r.err != nil {
-				t.Fatal(r.err)
-			}
-			if r.l.Conn() != conn {
+			r := served(t, got)
+			if r.Conn() != conn {
 				t.Error("the waiter got another connection than the one released")
 			}
 			s := p.Stat()
@@ -77,7 +85,7 @@ func TestHandoffGivesReleasedConnection(t *testing.T) {
 			if s.Acquires != before.Acquires+1 || s.EmptyAcquires != before.EmptyAcquires+1 || s.Waits != before.Waits+1 {
 				t.Errorf("the hand-off is not counted as an acquire that waited: before %+v, after %+v", before, s)
 			}
-			r.l.Release()
+			r.Release()
 			if s := p.Stat(); s.Idle != 1 || s.InUse != 0 {
 				t.Errorf("released with nobody waiting: %+v", s)
 			}
@@ -121,17 +129,11 @@ func TestHandoffOrderAndTimeout(t *testing.T) {
 		t.Fatalf("the short waiter: err = %v", r.err)
 	}
 	a.Release()
-	r1 := receive(t, first)
-	if r1.err != nil {
-		t.Fatal(r1.err)
-	}
+	r1 := served(t, first)
 	notServed(t, third, "the third waiter, before the first released")
-	r1.l.Release()
-	r3 := receive(t, third)
-	if r3.err != nil {
-		t.Fatal(r3.err)
-	}
-	r3.l.Release()
+	r1.Release()
+	r3 := served(t, third)
+	r3.Release()
 }
 
 // The pool's own AcquireTimeout ends a wait in the queue with
@@ -159,14 +161,11 @@ func TestHandoffWokenToDial(t *testing.T) {
 		a := mustAcquire(t, p)
 		got := acquireAsync(t, p, context.Background())
 		a.Destroy()
-		r := receive(t, got)
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		if r.l.Conn() == a.Conn() || d.started.Load() != 2 {
+		r := served(t, got)
+		if r.Conn() == a.Conn() || d.started.Load() != 2 {
 			t.Errorf("the waiter did not dial a new connection (dials %d)", d.started.Load())
 		}
-		r.l.Release()
+		r.Release()
 	})
 	t.Run("resize", func(t *testing.T) {
 		d := &dialer{}
@@ -174,14 +173,11 @@ func TestHandoffWokenToDial(t *testing.T) {
 		a := mustAcquire(t, p)
 		got := acquireAsync(t, p, context.Background())
 		p.Resize(2, 0)
-		r := receive(t, got)
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		if r.l.Conn() == a.Conn() {
+		r := served(t, got)
+		if r.Conn() == a.Conn() {
 			t.Error("the waiter got the held connection")
 		}
-		r.l.Release()
+		r.Release()
 		a.Release()
 	})
 	t.Run("close", func(t *testing.T) {
@@ -210,36 +206,24 @@ func TestHandoffDoesNotStarvePuddleWaiter(t *testing.T) {
 		first <- acquired{l, err}
 	}()
 	d.gate <- struct{}{}
-	a := receive(t, first)
-	if a.err != nil {
-		t.Fatal(a.err)
-	}
+	a := served(t, first)
 	// X dials the second seat; P comes while that dial is in flight and
 	// waits in puddle's Acquire.
 	x := acquireAsync(t, p, context.Background())
 	eventually(t, "the second dial", func() bool { return d.started.Load() == 2 })
 	inPuddle := acquireAsync(t, p, context.Background())
 	d.gate <- struct{}{}
-	rx := receive(t, x)
-	if rx.err != nil {
-		t.Fatal(rx.err)
-	}
+	rx := served(t, x)
 	// At its size now: H queues for a hand-off.
 	h := acquireAsync(t, p, context.Background())
 	if n := p.handN.Load(); n != 1 {
 		t.Fatalf("hand-off queue holds %d callers, want 1", n)
 	}
-	a.l.Release()
-	rp := receive(t, inPuddle)
-	if rp.err != nil {
-		t.Fatal(rp.err)
-	}
+	a.Release()
+	rp := served(t, inPuddle)
 	notServed(t, h, "the queued caller, before the one waiting in puddle")
-	rx.l.Release()
-	rh := receive(t, h)
-	if rh.err != nil {
-		t.Fatal(rh.err)
-	}
-	rh.l.Release()
-	rp.l.Release()
+	rx.Release()
+	rh := served(t, h)
+	rh.Release()
+	rp.Release()
 }
