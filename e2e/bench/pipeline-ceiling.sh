@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# pipeline-ceiling.sh - what pipelining statements on a few backend connections
+# would be worth: sysbench point select (text protocol) against gorelay, the
+# gateway (floorbench.sh's settings: one backend, pool {size: 64, min_idle: 8}),
+# piperelay (e2e/bench/cmd/piperelay) with each of CONNS backend connections,
+# and ProxySQL when PROXYSQL_UP is set, alternating, in one run. Run from the
+# project root on a machine that has ../shared/bench (as for floorbench.sh):
+#
+#   [THREADS=64] [TIME=10] [ROUNDS=2] [CONNS="2 4 8"] [PROXYSQL_UP=../proxysql/up.sh] \
+#     bash e2e/bench/pipeline-ceiling.sh
+#
+# The summary (QPS, p95, CPU per query of MariaDB, of each hop and of sysbench)
+# is printed at the end; docs/benchmarks.md ("Pipelining: what it would be
+# worth") has the figures it gave and what they mean.
+set -u
+shared=$(readlink -f ../shared/bench)
+[ -f "$shared/stack.sh" ] || { echo "pipeline-ceiling.sh: needs ../shared/bench (stack.sh, sbcompare.sh)"; exit 1; }
+. "$shared/stack.sh"
+trap stack_cleanup EXIT
+stack_need
+go build -o "$STACK_DIR/gateway" ./cmd/gateway || exit 1
+go build -o "$STACK_DIR/gorelay" ./e2e/bench/cmd/gorelay || exit 1
+go build -o "$STACK_DIR/piperelay" ./e2e/bench/cmd/piperelay || exit 1
+P=$(stack_free_port)
+stack_mariadb primary "$P" || exit 1
+stack_sql "$P" "CREATE USER 'sbtest'@'%' IDENTIFIED BY 'sbtest'; GRANT ALL ON *.* TO 'sbtest'@'%'; CREATE DATABASE sbtest;
+  CREATE USER 'gateway'@'%' IDENTIFIED BY 'secret'; GRANT ALL ON *.* TO 'gateway'@'%';" || exit 1
+sysbench oltp_point_select --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port=$P --mysql-user=sbtest \
+  --mysql-password=sbtest --mysql-db=sbtest --tables=4 --table-size=10000 prepare >/dev/null || exit 1
+targets=(); pids=()
+R=$(stack_free_port)
+"$STACK_DIR/gorelay" -listen 127.0.0.1:$R -backend 127.0.0.1:$P & STACK_PIDS+=($!); pids+=("gorelay:$!"); targets+=("gorelay=127.0.0.1:$R")
+G=$(stack_free_port); H=$(stack_free_port)
+cat >"$STACK_DIR/gw.yaml" <<YAML
+listen: 127.0.0.1:$G
+http_listen: 127.0.0.1:$H
+log: {level: warn}
+users:
+  - {user: sbtest, password: sbtest}
+clusters:
+  - name: main
+    backend_user: gateway
+    backend_password: secret
+    backends: ["127.0.0.1:$P"]
+    pool: {size: 64, min_idle: 8}
+YAML
+"$STACK_DIR/gateway" serve --config "$STACK_DIR/gw.yaml" >"$STACK_DIR/gw.log" 2>&1 &
+STACK_PIDS+=($!); pids+=("gateway:$!"); targets+=("gateway=127.0.0.1:$G")
+stack_wait_port 127.0.0.1 "$G" 30 || { cat "$STACK_DIR/gw.log"; exit 1; }
+for n in ${CONNS:-2 4 8}; do
+  M=$(stack_free_port)
+  "$STACK_DIR/piperelay" -listen 127.0.0.1:$M -backend 127.0.0.1:$P -conns "$n" >"$STACK_DIR/pipe$n.log" 2>&1 &
+  STACK_PIDS+=($!); pids+=("pipe$n:$!"); targets+=("pipe$n=127.0.0.1:$M")
+  stack_wait_port 127.0.0.1 "$M" 30 || { cat "$STACK_DIR/pipe$n.log"; exit 1; }
+done
+if [ -n "${PROXYSQL_UP:-}" ]; then
+  read -r PX PXPID < <(bash "$PROXYSQL_UP" "$P" "$STACK_DIR") || exit 1
+  STACK_PIDS+=("$PXPID"); pids+=("proxysql:$PXPID"); targets+=("proxysql=127.0.0.1:$PX")
+fi
+mpid=$(cat "$STACK_DIR/primary/pid")
+sleep 2
+CPU_PIDS="mariadbd:$mpid ${pids[*]}" TESTS=oltp_point_select TIME=${TIME:-10} ROUNDS=${ROUNDS:-2} \
+  THREADS=${THREADS:-64} PS_MODE=disable OUT=${OUT:-$STACK_DIR/out} bash "$shared/sbcompare.sh" "${targets[@]}"
