@@ -7,7 +7,10 @@
 # project root on a machine that has ../shared/bench (as for floorbench.sh):
 #
 #   [THREADS=64] [TIME=10] [ROUNDS=2] [CONNS="2 4 8"] [PROXYSQL_UP=../proxysql/up.sh] \
-#     bash e2e/bench/pipeline-ceiling.sh
+#     [EXTRA_GATEWAYS="name=/path/to/gateway-binary ..."] bash e2e/bench/pipeline-ceiling.sh
+#
+# EXTRA_GATEWAYS adds other gateway builds (or scripts that exec one), each with
+# the same configuration as the gateway of the checkout, as targets after it.
 #
 # The summary (QPS, p95, CPU per query of MariaDB, of each hop and of sysbench)
 # is printed at the end; docs/benchmarks.md ("Pipelining: what it would be
@@ -47,6 +50,14 @@ YAML
 "$STACK_DIR/gateway" serve --config "$STACK_DIR/gw.yaml" >"$STACK_DIR/gw.log" 2>&1 &
 STACK_PIDS+=($!); pids+=("gateway:$!"); targets+=("gateway=127.0.0.1:$G")
 stack_wait_port 127.0.0.1 "$G" 30 || { cat "$STACK_DIR/gw.log"; exit 1; }
+for spec in ${EXTRA_GATEWAYS:-}; do
+  name=${spec%%=*}; bin=${spec#*=}
+  EG=$(stack_free_port); EH=$(stack_free_port)
+  sed -e "s/127.0.0.1:$G/127.0.0.1:$EG/; s/127.0.0.1:$H/127.0.0.1:$EH/" "$STACK_DIR/gw.yaml" >"$STACK_DIR/$name.yaml"
+  "$bin" serve --config "$STACK_DIR/$name.yaml" >"$STACK_DIR/$name.log" 2>&1 &
+  STACK_PIDS+=($!); pids+=("$name:$!"); targets+=("$name=127.0.0.1:$EG")
+  stack_wait_port 127.0.0.1 "$EG" 30 || { cat "$STACK_DIR/$name.log"; exit 1; }
+done
 for n in ${CONNS:-2 4 8}; do
   M=$(stack_free_port)
   "$STACK_DIR/piperelay" -listen 127.0.0.1:$M -backend 127.0.0.1:$P -conns "$n" >"$STACK_DIR/pipe$n.log" 2>&1 &
