@@ -54,6 +54,10 @@
 //     possible or in flight.
 //   - The waits outside Acquire of an event loop's tasks (WaitOutside,
 //     Lease.Pass, TryAcquire) and how long callers queue (QueueWait).
+//   - Pipe (pipe.go): one lease shared by callers that each write a
+//     request before the answers of the ones before are back and read
+//     their own answer in turn (pipelining); a turn that leaves its answer
+//     unread breaks the pipe for every turn behind it.
 //
 // A connection the pool closes leaves puddle's books at once (Hijack) and
 // is closed in the background; its budget unit comes back once the close
