@@ -357,6 +357,26 @@ type Cluster struct {
 	// Shedding refuses a growing fraction of new low-priority statements
 	// while a backend is overloaded. Default off. Reloadable.
 	Shedding Shedding `yaml:"shedding"`
+	// Pipelining sends reads on a few shared connections without waiting
+	// for the answers of the reads before them. Default off. Reloadable.
+	Pipelining Pipelining `yaml:"pipelining"`
+}
+
+// Pipelining configures the pipelining of reads: a read consolidation
+// would accept (deterministic, not locking, outside a transaction, from a
+// session that holds no connection) is written to one of a few pooled
+// connections shared by every session of the same backend account and
+// session state, behind the reads already in flight there, and its
+// session reads its answer when the answers before it are read. MariaDB
+// then finds the next read waiting when it ends one. Its cost: a read
+// whose answer has warnings, with another read already queued behind it,
+// leaves SHOW WARNINGS nothing to list (the count stays right), and a
+// slow read delays the reads queued behind it.
+type Pipelining struct {
+	// Connections is the number of connections per backend, account and
+	// session state that carry pipelined reads, taken from the pool.
+	// Default 0: pipelining off.
+	Connections int `yaml:"connections"`
 }
 
 // Throttle configures transaction throttling by replica lag. While the

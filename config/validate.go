@@ -309,6 +309,10 @@ func (cl *Cluster) checkProtections(k string, p *problems) {
 	p.nonNegative(k+".consolidation.max_result_bytes", cl.Consolidation.MaxResultBytes < 0)
 	p.nonNegative(k+".shedding.max_in_flight", cl.Shedding.MaxInFlight < 0, " (0: no limit)")
 	p.nonNegative(k+".shedding.max_queue_wait", cl.Shedding.MaxQueueWait < 0, " (0: no limit)")
+	p.nonNegative(k+".pipelining.connections", cl.Pipelining.Connections < 0, " (0 turns pipelining off)")
+	if cl.Pipelining.Connections >= cl.Pool.Size && cl.Pool.Size > 0 {
+		p.bad(k+".pipelining.connections", "must be below pool.size (%d): the pipelines take their connections from the pool", cl.Pool.Size)
+	}
 }
 
 // checkOwnerTables checks the cluster k's owner_tables and auto_increment

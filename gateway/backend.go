@@ -129,6 +129,8 @@ type backend struct {
 	// live are the pools' open connections, cut when discovery finds the
 	// backend unreachable (silentcut.go).
 	live liveConns
+	// pipes carry pipelined reads (pipeline.go).
+	pipes pipeGroups
 }
 
 // pool returns the backend's pool of the cluster's account for clients
@@ -223,6 +225,7 @@ func (be *backend) close() {
 	defer be.mu.Unlock()
 	be.closed = true
 	be.closeKillers()
+	be.pipes.retireAll(true)
 	be.eachPool(func(_ poolKey, p *pools.Pool[*backendConn]) { p.Close() })
 }
 
@@ -468,6 +471,7 @@ func (c *cluster) applyPoolConfig() error {
 	}
 	var errs []error
 	for _, be := range *c.backends.Load() {
+		be.pipes.retireAll(false) // the next reads open pipes of the new settings
 		be.eachPool(func(k poolKey, p *pools.Pool[*backendConn]) {
 			minIdle := 0 // only the cluster account's plain pool warms up
 			if k == (poolKey{}) {

@@ -96,6 +96,10 @@ type exchanging struct {
 	// ss.beforeEnd, made once.
 	setsGlobal bool
 	atEnd      func(*wire.Result)
+	// pipeTurn is the session's place in a pipe, pipeBuf the write of
+	// its pipelined read (pipeline.go).
+	pipeTurn pools.Turn
+	pipeBuf  []byte
 }
 
 // clientSide is the session's client connection: socket, negotiated
@@ -603,10 +607,14 @@ func (ss *Session) comQuery(p []byte) error {
 		defer ss.accountChange(sql)()
 	}
 	if c := ss.cluster; c != nil && !ss.guard.Wrote() {
-		if conf := c.conf.Load(); conf.Consolidation.Enabled {
+		conf := c.conf.Load()
+		if conf.Consolidation.Enabled {
 			if handled, err := ss.consolidate(p, sql, route, conf); handled {
 				return err
 			}
+		}
+		if handled, err := ss.pipelined(p, sql, route, conf); handled {
+			return err
 		}
 	}
 	return ss.run(p, route, wire.ResponseQuery)

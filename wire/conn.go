@@ -240,6 +240,24 @@ func (c *Conn) WriteCommand(payload []byte) error {
 	return c.bw.Flush()
 }
 
+// WritePipelined writes command payload (one packet, sequence id 0)
+// straight to the connection, in one write, without touching what its
+// reader uses: the sequence id and the write buffer. It is for a
+// connection whose answers another goroutine may be reading meanwhile
+// (pools.Pipe): the reader sets the sequence id to 1 (SetSeq) when its
+// turn comes. buf is scratch storage, returned for reuse. A payload of
+// MaxPacketPayload bytes or more is refused: it would need several packets.
+func (c *Conn) WritePipelined(buf, payload []byte) ([]byte, error) {
+	n := len(payload)
+	if n >= MaxPacketPayload {
+		return buf, errors.New("wire: a pipelined command must fit one packet")
+	}
+	buf = append(buf[:0], byte(n), byte(n>>8), byte(n>>16), 0)
+	buf = append(buf, payload...)
+	_, err := c.nc.Write(buf)
+	return buf, err
+}
+
 // SendCommand is WriteCommand for a command whose answer is read next:
 // on a TCP connection without TLS the command (its last 4 KiB at most) is
 // held back and sent by that read, which then waits for the answer
