@@ -146,6 +146,17 @@ type metrics struct {
 	// pool, and statements answered from the session's copy of them.
 	diagCaptures, diagAnswers prometheus.Counter
 
+	// pipelined counts the reads answered on a pipe (pipeline.go),
+	// pipeFallbacks the ones that went the usual way after all: their
+	// pipe broke or was retired before their answer was read.
+	pipelined prometheus.Counter
+	// pipeFallbacks: [0] the pipe broke before the read's turn, [1] the
+	// read's own answer broke off with nothing sent to the client.
+	pipeFallbacks [2]prometheus.Counter
+	// pipeInFlight counts the reads written to a pipe whose turn has not
+	// ended.
+	pipeInFlight prometheus.Gauge
+
 	// offloads and connWaits count, for sessions on io_uring loops, the
 	// waits that went to a goroutine and the waits for a pooled
 	// connection on the loop, by outcome.
@@ -216,6 +227,20 @@ func newMetrics(s *Server) *metrics {
 		Name: "directgate_diagnostics_local_answers_total",
 		Help: "Reads of ROW_COUNT(), FOUND_ROWS(), @@warning_count or SHOW WARNINGS answered from the session's copy, because the connection that ran the previous statement had gone back to the pool.",
 	})
+	m.pipelined = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "directgate_pipelined_reads_total",
+		Help: "Reads sent on a shared connection behind the reads in flight there (pipelining) and answered there.",
+	})
+	m.pipeInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "directgate_pipelined_reads_in_flight",
+		Help: "Reads written to a shared connection (pipelining) whose session has not yet read their answer.",
+	})
+	fallbacks := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "directgate_pipelined_read_fallbacks_total",
+		Help: "Reads that joined a pipe and then ran the usual way, nothing of them having reached the client, by reason: pipe_broken (a read before it left its answer unread: its client went away part-way, its connection failed), connection_lost (its own answer broke off).",
+	}, []string{"reason"})
+	m.pipeFallbacks[0] = fallbacks.WithLabelValues("pipe_broken")
+	m.pipeFallbacks[1] = fallbacks.WithLabelValues("connection_lost")
 	offloads := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "directgate_io_loop_session_offloads_total",
 		Help: "Waits of sessions on io_uring loops (io_loops) that ran on a goroutine, by what they waited for: pool (no idle pooled connection, after polling), pool_share, failover_buffer, throttle, hot_row, consolidation, owner, kill, own_query, login_delay. Each costs a goroutine and two wake-ups; on the fast path there are none.",
@@ -241,7 +266,7 @@ func newMetrics(s *Server) *metrics {
 	m.prepares[0], m.prepares[1] = prepares.WithLabelValues("ok"), prepares.WithLabelValues("failed")
 	// The state the operator surfaces read at scrape time (ops).
 	m.reg.MustRegister(ops.Collectors((*opsGateway)(s))...)
-	m.reg.MustRegister(m.spans, prepares, accepted, rejected, statements, latency, owner, disagree, m.diagCaptures, m.diagAnswers,
+	m.reg.MustRegister(m.spans, prepares, accepted, rejected, statements, latency, owner, disagree, m.diagCaptures, m.diagAnswers, m.pipelined, fallbacks, m.pipeInFlight,
 		offloads, connWaits, loopCollector{s: s},
 		protectionsCollector{s: s},
 		collectors.NewGoCollector(),
@@ -279,6 +304,34 @@ func (k disagreeKind) String() string {
 func (m *metrics) diagCapture() {
 	if m != nil {
 		m.diagCaptures.Inc()
+	}
+}
+
+// pipeTurn counts a read written to a pipe (+1) and its turn ended (-1).
+func (m *metrics) pipeTurn(d float64) {
+	if m != nil {
+		m.pipeInFlight.Add(d)
+	}
+}
+
+// pipelinedRead counts a read answered on a pipe.
+func (m *metrics) pipelinedRead() {
+	if m != nil {
+		m.pipelined.Inc()
+	}
+}
+
+// pipeFallback counts a read that left its pipe for the usual path:
+// lost says its own answer broke off, otherwise a turn before broke the
+// pipe.
+func (m *metrics) pipeFallback(lost bool) {
+	if m == nil {
+		return
+	}
+	if lost {
+		m.pipeFallbacks[1].Inc()
+	} else {
+		m.pipeFallbacks[0].Inc()
 	}
 }
 

@@ -222,10 +222,13 @@ func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *
 		endPipe(pipe, dead)
 		return false, nil
 	}
+	ss.srv.metrics.pipeTurn(1)
+	defer ss.srv.metrics.pipeTurn(-1)
 	conn, err := pipe.Wait(t)
 	if err != nil {
 		pg.drop(pipe)
 		endPipe(pipe, pipe.Done(t, false))
+		ss.srv.metrics.pipeFallback(false)
 		return false, nil
 	}
 	sp := startStatement(ss.now)
@@ -243,8 +246,13 @@ func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *
 	}
 	endPipe(pipe, pipe.Done(t, readAll))
 	if err != nil {
-		return ss.pipelineFailed(conn, res, err)
+		handled, err := ss.pipelineFailed(conn, res, err)
+		if !handled {
+			ss.srv.metrics.pipeFallback(true)
+		}
+		return handled, err
 	}
+	ss.srv.metrics.pipelinedRead()
 	ss.lastOK = res.Err == nil
 	ss.status = res.Status
 	ss.diag.afterStatement(unsafe.Slice(unsafe.StringData(sql), len(sql)), route, res, ss.status&wire.StatusNoBackslashEscapes != 0)
