@@ -154,8 +154,10 @@ type metrics struct {
 	// read's own answer broke off with nothing sent to the client.
 	pipeFallbacks [2]prometheus.Counter
 	// pipeInFlight counts the reads written to a pipe whose turn has not
-	// ended.
-	pipeInFlight prometheus.Gauge
+	// ended; pipeDiagLosses the pipelined reads whose warnings list was
+	// cleared by the read queued behind.
+	pipeInFlight   prometheus.Gauge
+	pipeDiagLosses prometheus.Counter
 
 	// offloads and connWaits count, for sessions on io_uring loops, the
 	// waits that went to a goroutine and the waits for a pooled
@@ -231,6 +233,10 @@ func newMetrics(s *Server) *metrics {
 		Name: "directgate_pipelined_reads_total",
 		Help: "Reads sent on a shared connection behind the reads in flight there (pipelining) and answered there.",
 	})
+	m.pipeDiagLosses = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "directgate_pipelined_read_conditions_lost_total",
+		Help: "Pipelined reads whose answer had warnings or an error while another read was already queued behind them on the connection: SHOW WARNINGS can no longer list their warnings (the counts, and an error, stay right).",
+	})
 	m.pipeInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "directgate_pipelined_reads_in_flight",
 		Help: "Reads written to a shared connection (pipelining) whose session has not yet read their answer.",
@@ -266,7 +272,7 @@ func newMetrics(s *Server) *metrics {
 	m.prepares[0], m.prepares[1] = prepares.WithLabelValues("ok"), prepares.WithLabelValues("failed")
 	// The state the operator surfaces read at scrape time (ops).
 	m.reg.MustRegister(ops.Collectors((*opsGateway)(s))...)
-	m.reg.MustRegister(m.spans, prepares, accepted, rejected, statements, latency, owner, disagree, m.diagCaptures, m.diagAnswers, m.pipelined, fallbacks, m.pipeInFlight,
+	m.reg.MustRegister(m.spans, prepares, accepted, rejected, statements, latency, owner, disagree, m.diagCaptures, m.diagAnswers, m.pipelined, fallbacks, m.pipeInFlight, m.pipeDiagLosses,
 		offloads, connWaits, loopCollector{s: s},
 		protectionsCollector{s: s},
 		collectors.NewGoCollector(),
@@ -304,6 +310,14 @@ func (k disagreeKind) String() string {
 func (m *metrics) diagCapture() {
 	if m != nil {
 		m.diagCaptures.Inc()
+	}
+}
+
+// pipeDiagLost counts a pipelined read whose conditions were cleared by
+// the read behind it.
+func (m *metrics) pipeDiagLost() {
+	if m != nil {
+		m.pipeDiagLosses.Inc()
 	}
 }
 

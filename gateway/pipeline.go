@@ -37,16 +37,24 @@ type pipeKey struct {
 	state   string
 }
 
-// pipeGroups are a backend's pipes.
+// pipeGroups are a backend's pipes. The pipes of one backend account
+// number at most pipelining.connections over all session states (count),
+// so that they never hold more of its pool; a state that has none takes
+// an idle pipe of another state's when the account has its count.
 type pipeGroups struct {
 	mu sync.Mutex
 	m  map[pipeKey]*pipeGroup
+	// count is the pipes open or opening, by account.
+	count map[poolKey]int
 	// closed: no new group (the backend is closed).
 	closed bool
 }
 
 // pipeGroup is the pipes of one key.
 type pipeGroup struct {
+	owner *pipeGroups
+	key   pipeKey
+
 	mu    sync.Mutex
 	pipes []*pools.Pipe[*backendConn]
 	next  int
@@ -54,30 +62,86 @@ type pipeGroup struct {
 	opening bool
 }
 
-// group returns the group of k, nil once the backend is closed.
-func (g *pipeGroups) group(k pipeKey) *pipeGroup {
+// take returns the pipe of key k with the fewest reads in flight, or the
+// group to open one for (open true: the caller runs openPipe, which ends
+// the opening) when the group has fewer than n pipes and the account
+// fewer than n, taking an idle pipe of another state of the account when
+// the group has none. A nil pipe and false: the read goes the usual way.
+func (g *pipeGroups) take(k pipeKey, n int) (p *pools.Pipe[*backendConn], pg *pipeGroup, open bool) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if g.closed {
-		return nil
+		g.mu.Unlock()
+		return nil, nil, false
 	}
-	if pg := g.m[k]; pg != nil {
-		return pg
+	pg = g.m[k]
+	if pg == nil {
+		if g.m == nil {
+			g.m, g.count = make(map[pipeKey]*pipeGroup), make(map[poolKey]int)
+		}
+		pg = &pipeGroup{owner: g, key: k}
+		g.m[k] = pg
 	}
-	if g.m == nil {
-		g.m = make(map[pipeKey]*pipeGroup)
+	pg.mu.Lock()
+	if len(pg.pipes) < n && !pg.opening {
+		var idle *pools.Pipe[*backendConn]
+		if g.count[k.account] >= n && len(pg.pipes) == 0 {
+			idle = g.takeIdle(k)
+		}
+		if g.count[k.account] < n {
+			g.count[k.account]++
+			pg.opening = true
+			pg.mu.Unlock()
+			g.mu.Unlock()
+			if idle != nil {
+				endPipe(idle, idle.Retire())
+			}
+			return nil, pg, true
+		}
 	}
-	pg := &pipeGroup{}
-	g.m[k] = pg
-	return pg
+	g.mu.Unlock()
+	defer pg.mu.Unlock()
+	best, bestDepth := -1, 0
+	for i := range pg.pipes {
+		j := (pg.next + i) % len(pg.pipes)
+		d := pg.pipes[j].Depth()
+		if best < 0 || d < bestDepth {
+			best, bestDepth = j, d
+		}
+	}
+	if best < 0 {
+		return nil, pg, false
+	}
+	pg.next = best + 1
+	return pg.pipes[best], pg, false
 }
 
-// retireAll retires every pipe (a reload, SET GLOBAL) and, with close,
-// takes no new group (the backend closes).
+// takeIdle removes an idle pipe of k's account in another state from
+// its group, and its count, and returns it (nil: none). g.mu is held.
+func (g *pipeGroups) takeIdle(k pipeKey) *pools.Pipe[*backendConn] {
+	for ok, other := range g.m {
+		if ok == k || ok.account != k.account {
+			continue
+		}
+		other.mu.Lock()
+		for i, p := range other.pipes {
+			if p.Depth() == 0 {
+				other.pipes = append(other.pipes[:i], other.pipes[i+1:]...)
+				other.mu.Unlock()
+				g.count[k.account]--
+				return p
+			}
+		}
+		other.mu.Unlock()
+	}
+	return nil
+}
+
+// retireAll retires every pipe (a reload) and, with close, takes no new
+// group (the backend closes).
 func (g *pipeGroups) retireAll(close bool) {
 	g.mu.Lock()
 	groups := g.m
-	g.m = nil
+	g.m, g.count = nil, nil
 	g.closed = g.closed || close
 	g.mu.Unlock()
 	for _, pg := range groups {
@@ -91,50 +155,43 @@ func (g *pipeGroups) retireAll(close bool) {
 	}
 }
 
-// pick returns the pipe of g with the fewest reads in flight, or open
-// true when g has fewer than n pipes and none is being opened: the caller
-// opens one (openPipe). Pipes broken or retired meanwhile are dropped.
-func (pg *pipeGroup) pick(n int) (p *pools.Pipe[*backendConn], open bool) {
-	pg.mu.Lock()
-	defer pg.mu.Unlock()
-	if len(pg.pipes) < n && !pg.opening {
-		pg.opening = true
-		return nil, true
+// uncount gives back one of the pipe count of pg's account, unless pg
+// is no longer one of g's groups (retireAll emptied them since).
+func (g *pipeGroups) uncount(pg *pipeGroup) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.m[pg.key] == pg && g.count[pg.key.account] > 0 {
+		g.count[pg.key.account]--
 	}
-	best, bestDepth := -1, 0
-	for i := range pg.pipes {
-		j := (pg.next + i) % len(pg.pipes)
-		d := pg.pipes[j].Depth()
-		if best < 0 || d < bestDepth {
-			best, bestDepth = j, d
-		}
-	}
-	if best < 0 {
-		return nil, false
-	}
-	pg.next = best + 1
-	return pg.pipes[best], false
 }
 
 // opened adds p (nil: the open failed) and ends the group's opening.
 func (pg *pipeGroup) opened(p *pools.Pipe[*backendConn]) {
 	pg.mu.Lock()
-	defer pg.mu.Unlock()
 	pg.opening = false
 	if p != nil {
 		pg.pipes = append(pg.pipes, p)
+	}
+	pg.mu.Unlock()
+	if p == nil {
+		pg.owner.uncount(pg)
 	}
 }
 
 // drop removes p from the group, if it is still there.
 func (pg *pipeGroup) drop(p *pools.Pipe[*backendConn]) {
 	pg.mu.Lock()
-	defer pg.mu.Unlock()
+	found := false
 	for i, q := range pg.pipes {
 		if q == p {
 			pg.pipes = append(pg.pipes[:i], pg.pipes[i+1:]...)
-			return
+			found = true
+			break
 		}
+	}
+	pg.mu.Unlock()
+	if found {
+		pg.owner.uncount(pg)
 	}
 }
 
@@ -194,11 +251,7 @@ func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *
 	if be == nil || r == roleReplica && ss.causalReads() {
 		return false, nil
 	}
-	pg := be.pipes.group(pipeKey{account: ss.poolKey(), state: ss.stateKey()})
-	if pg == nil {
-		return false, nil
-	}
-	pipe, open := pg.pick(n)
+	pipe, pg, open := be.pipes.take(pipeKey{account: ss.poolKey(), state: ss.stateKey()}, n)
 	if open {
 		pipe = ss.openPipe(be, pg)
 	}
@@ -236,6 +289,11 @@ func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *
 	res, err := ss.relayPipelined(conn)
 	readAll := err == nil
 	sp.served(r, res, err)
+	if readAll {
+		ss.lastOK = res.Err == nil
+		ss.status = res.Status
+		readAll = ss.pipelinedDiag(pipe, t, route, res, sql)
+	}
 	changed := readAll && (len(res.Track) > 0 ||
 		res.Status&(wire.StatusInTrans|wire.StatusMoreResults|wire.StatusAutocommit) != wire.StatusAutocommit)
 	if !readAll || changed {
@@ -253,10 +311,38 @@ func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *
 		return handled, err
 	}
 	ss.srv.metrics.pipelinedRead()
-	ss.lastOK = res.Err == nil
-	ss.status = res.Status
-	ss.diag.afterStatement(unsafe.Slice(unsafe.StringData(sql), len(sql)), route, res, ss.status&wire.StatusNoBackslashEscapes != 0)
 	return true, nil
+}
+
+// pipelinedDiag records what the pipelined read sql (routed route,
+// answered res on turn t of pipe) left for ROW_COUNT(), FOUND_ROWS() and
+// SHOW WARNINGS. What only its connection holds (conditions: warnings, an
+// error) is read from it at once when no read is queued behind it;
+// otherwise the read behind has cleared it: the counts stay right, an
+// error is listed from its answer, and the warnings' list is lost (the
+// cost pipelining's configuration names). ok false: the connection broke
+// while being read.
+func (ss *Session) pipelinedDiag(pipe *pools.Pipe[*backendConn], t *pools.Turn, route querypath.Route, res wire.Result, sql string) (ok bool) {
+	d := &ss.diag
+	d.afterStatement(unsafe.Slice(unsafe.StringData(sql), len(sql)), route, res, ss.status&wire.StatusNoBackslashEscapes != 0)
+	if d.onConn == 0 {
+		return true
+	}
+	ran, err := pipe.Alone(t, ss.captureDiag)
+	switch {
+	case err != nil:
+		return false // captureDiag let go of what it could not read
+	case ran:
+		return true
+	}
+	d.lost()
+	if res.Err != nil {
+		d.localError(res.Err)
+	} else {
+		d.setWarnings(uint64(res.Warnings), 0)
+	}
+	ss.srv.metrics.pipeDiagLost()
+	return true
 }
 
 // relayPipelined relays the answer of a pipelined read from conn.

@@ -128,6 +128,21 @@ func (p *Pipe[C]) Wait(t *Turn) (C, error) {
 	return p.lease.Conn(), nil
 }
 
+// Alone runs f with the connection, under the pipe's lock so that no
+// request is written meanwhile, when t is the newest turn: nothing is
+// queued behind it, so what t's request left on the connection (say, a
+// statement's warnings) is still there to be read. ran is false, and f
+// not called, when a turn is queued behind t. Call it between Wait and
+// Done. f's requests must be answered within f.
+func (p *Pipe[C]) Alone(t *Turn, f func(C) error) (ran bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.last != t || p.broken {
+		return false, nil
+	}
+	return true, f(p.lease.Conn())
+}
+
 // Done ends turn t: readAll says t's answer was read to its end (false
 // breaks the pipe). The next turn is handed the connection. dead reports
 // that the pipe is broken or retired and t was its last outstanding turn:

@@ -174,3 +174,35 @@ func TestPipeRetire(t *testing.T) {
 		t.Fatal("an idle pipe retired is not dead at once")
 	}
 }
+
+// TestPipeAlone: Alone runs only for the newest turn, and holds off
+// sends while it runs.
+func TestPipeAlone(t *testing.T) {
+	pipe, w := pipeOf(t), newWireSim(t)
+	first := sendTurn(t, pipe, w, 1)
+	if _, err := pipe.Wait(first); err != nil {
+		t.Fatal(err)
+	}
+	<-w.answers
+	sent := make(chan struct{})
+	ran, err := pipe.Alone(first, func(*fakeConn) error {
+		go func() {
+			sendTurn(t, pipe, w, 2) // waits for Alone to end
+			close(sent)
+		}()
+		select {
+		case <-sent:
+			t.Error("a send went through while Alone ran")
+		case <-time.After(20 * time.Millisecond):
+		}
+		return nil
+	})
+	if !ran || err != nil {
+		t.Fatalf("Alone on the newest turn: ran %v, %v", ran, err)
+	}
+	<-sent
+	if ran, _ := pipe.Alone(first, func(*fakeConn) error { t.Error("ran with a turn behind"); return nil }); ran {
+		t.Fatal("Alone ran with a turn queued behind")
+	}
+	pipe.Done(first, true)
+}
