@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"database/sql"
 	"fmt"
 	"net/http"
@@ -124,4 +125,81 @@ func TestPipeliningClientGoneMidAnswer(t *testing.T) {
 	if got := read(mine); !strings.Contains(string(got), "v1") {
 		t.Fatalf("the next read got %q", clip(got))
 	}
+}
+
+// pipeWarnRead is a read with a warning (the string compared with the
+// INT key is truncated), and what reads the warnings after it.
+const (
+	pipeWarnRead = "SELECT v FROM e2e.consol WHERE id = '3x'"
+	pipeShowWarn = "SHOW WARNINGS"
+	pipeWarnCnt  = "SELECT @@warning_count"
+)
+
+// TestPipeliningWarnings: a pipelined read with warnings and nothing
+// queued behind it leaves SHOW WARNINGS what MariaDB shows; with a read
+// queued behind it (which clears them on the connection), the count stays
+// right and the list is empty, the cost pipelining's configuration names.
+func TestPipeliningWarnings(t *testing.T) {
+	consolTable(t, 10, 10)
+	srv := pipeGateway(t, 1)
+	h := srv.HTTPHandler()
+	want := directRaw(t, 0, pipeWarnRead, pipeShowWarn, pipeWarnCnt)
+	if !strings.Contains(string(want[1]), "Truncated") {
+		t.Fatalf("MariaDB's SHOW WARNINGS after %s: %q: want a truncation warning", pipeWarnRead, clip(want[1]))
+	}
+	c := dialRaw(t, srv.Addr().String(), appUser, appPass, 0)
+	read := func(q string) []byte {
+		t.Helper()
+		if err := c.WriteCommand(append([]byte{wire.ComQuery}, q...)); err != nil {
+			t.Fatal(err)
+		}
+		return rawResult(t, c.Conn, false)
+	}
+	// The read's answer: its row and its final EOF, warning count
+	// included. (The EOF after the column definitions carries 0 through the
+	// gateway, pipelined or not, where MariaDB puts the count already.)
+	sameRead := func(t *testing.T, got []byte) {
+		t.Helper()
+		end := want[0][len(want[0])-9:]
+		if !bytes.Contains(got, []byte("\x02v3")) || !bytes.HasSuffix(got, end) {
+			t.Fatalf("the read: gateway %q, MariaDB %q", clip(got), clip(want[0]))
+		}
+	}
+	t.Run("alone", func(t *testing.T) {
+		sameRead(t, read(pipeWarnRead))
+		for i, q := range []string{pipeShowWarn, pipeWarnCnt} {
+			if got := read(q); !bytes.Equal(maskNoIndex(got), maskNoIndex(want[i+1])) {
+				t.Fatalf("%s: gateway %q, MariaDB %q", q, clip(got), clip(want[i+1]))
+			}
+		}
+		if n := pipeMetric(t, h, "directgate_pipelined_read_conditions_lost_total"); n != 0 {
+			t.Fatalf("%v reads lost their conditions", n)
+		}
+	})
+	t.Run("queued behind", func(t *testing.T) {
+		unlock := lockTable(t)
+		if err := c.WriteCommand(append([]byte{wire.ComQuery}, pipeWarnRead...)); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, func() bool { return inMariaDB(t, pipeWarnRead) == 1 }, func() string { return "the read is not running in MariaDB" })
+		other := dialRaw(t, srv.Addr().String(), appUser, appPass, 0)
+		const behind = "SELECT v FROM e2e.consol WHERE id = 1"
+		if err := other.WriteCommand(append([]byte{wire.ComQuery}, behind...)); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, func() bool { return pipeMetric(t, h, "directgate_pipelined_reads_in_flight") == 2 },
+			func() string { return "the second read did not join the pipe" })
+		unlock()
+		sameRead(t, rawResult(t, c.Conn, false))
+		rawResult(t, other.Conn, false)
+		if got := read(pipeWarnCnt); !bytes.Equal(got, want[2]) {
+			t.Fatalf("%s: gateway %q, MariaDB %q", pipeWarnCnt, clip(got), clip(want[2]))
+		}
+		if got := read(pipeShowWarn); strings.Contains(string(got), "Truncated") {
+			t.Fatalf("SHOW WARNINGS listed %q: the read behind should have cleared it", clip(got))
+		}
+		if n := pipeMetric(t, h, "directgate_pipelined_read_conditions_lost_total"); n != 1 {
+			t.Fatalf("%v reads lost their conditions, want 1", n)
+		}
+	})
 }
