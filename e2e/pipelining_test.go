@@ -172,6 +172,15 @@ func TestPipeliningWarnings(t *testing.T) {
 				t.Fatalf("%s: gateway %q, MariaDB %q", q, clip(got), clip(want[i+1]))
 			}
 		}
+		// An error: its answer and its condition, as MariaDB's; the
+		// session goes on.
+		const bad = "SELECT nocol FROM e2e.consol WHERE id = 1"
+		wantBad := directRaw(t, 0, bad, pipeShowWarn)
+		for i, q := range []string{bad, pipeShowWarn} {
+			if got := read(q); !bytes.Equal(maskNoIndex(got), maskNoIndex(wantBad[i])) {
+				t.Fatalf("%s: gateway %q, MariaDB %q", q, clip(got), clip(wantBad[i]))
+			}
+		}
 		if n := pipeMetric(t, h, "directgate_pipelined_read_conditions_lost_total"); n != 0 {
 			t.Fatalf("%v reads lost their conditions", n)
 		}

@@ -26,8 +26,8 @@ import (
 // it was sent, or before its turn came, has sent its client nothing and
 // runs the usual way. A read whose answer shows the connection changed
 // (trackers, a transaction, more results) retires the pipe: its
-// connection goes back to the pool, to be reset. Sessions on io_uring
-// loops keep the usual path.
+// connection goes back to the pool, to be reset, and the session, whose
+// state it was, ends. Sessions on io_uring loops keep the usual path.
 
 // pipeKey says which pipes a read may join: the backend account of its
 // session and the session state the connection was brought in line
@@ -291,10 +291,13 @@ func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *
 	sp.served(r, res, err)
 	if readAll {
 		ss.lastOK = res.Err == nil
-		ss.status = res.Status
+		if ss.lastOK { // an error's answer carries no status
+			ss.status = res.Status
+		}
 		readAll = ss.pipelinedDiag(pipe, t, route, res, sql)
 	}
-	changed := readAll && (len(res.Track) > 0 ||
+	// (An error's answer has no status: res.Status is the hint.)
+	changed := readAll && (len(res.Track) > 0 || res.Err == nil &&
 		res.Status&(wire.StatusInTrans|wire.StatusMoreResults|wire.StatusAutocommit) != wire.StatusAutocommit)
 	if !readAll || changed {
 		pg.drop(pipe)
@@ -311,8 +314,20 @@ func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *
 		return handled, err
 	}
 	ss.srv.metrics.pipelinedRead()
+	if changed {
+		// Session state the server reported (a read consolidation accepts
+		// never changes any) lives on a connection the session does not
+		// hold and that goes back to be reset: as when a held connection
+		// is lost, the session ends rather than go on without it.
+		ss.log.Warn("a pipelined read changed session state; ending the session", "backend", conn.addr)
+		return true, errPipeStateChanged
+	}
 	return true, nil
 }
+
+// errPipeStateChanged ends a session whose pipelined read came back with
+// session state changed on the shared connection.
+var errPipeStateChanged = errors.New("a pipelined read changed session state on a shared connection")
 
 // pipelinedDiag records what the pipelined read sql (routed route,
 // answered res on turn t of pipe) left for ROW_COUNT(), FOUND_ROWS() and
