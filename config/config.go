@@ -373,9 +373,10 @@ type Cluster struct {
 // leaves SHOW WARNINGS nothing to list (the count stays right), and a
 // slow read delays the reads queued behind it.
 type Pipelining struct {
-	// Connections is the number of connections per backend, account and
-	// session state that carry pipelined reads, taken from the pool.
-	// Default 0: pipelining off.
+	// Connections is the number of connections per backend and backend
+	// account that carry pipelined reads, taken from the pool (over every
+	// session state: a state without one takes an idle one of another).
+	// Below the pool's size. Default 0: pipelining off.
 	Connections int `yaml:"connections"`
 }
 

@@ -264,6 +264,14 @@ func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *
 		endPipe(pipe, pipe.Retire())
 		return false, nil
 	}
+	// The protections' backend-chosen point (load shedding), once the
+	// read is sure to be sent here; a fallback asks again.
+	ss.choosing(p[0], route, true)
+	e := ss.guard.Chosen(ss.cluster.guards, conf, be)
+	ss.guard.Chose()
+	if e != nil {
+		return true, ss.writeErr(e)
+	}
 	t := &ss.pipeTurn
 	dead, err := pipe.Send(t, func(c *backendConn) error {
 		var err error

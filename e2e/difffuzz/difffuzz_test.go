@@ -80,7 +80,7 @@ func TestDifferential(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	e, err := StartEnv(ctx, EnvOptions{GatewayLog: os.Stderr, GatewayLogLevel: os.Getenv("DIFFFUZZ_LOG"), GeneralLog: os.Getenv("DIFFFUZZ_GENERAL_LOG")})
+	e, err := StartEnv(ctx, EnvOptions{GatewayLog: os.Stderr, GatewayLogLevel: os.Getenv("DIFFFUZZ_LOG"), GeneralLog: os.Getenv("DIFFFUZZ_GENERAL_LOG"), Pipelining: envInt(t, "DIFFFUZZ_PIPELINING", 0)})
 	cancel()
 	if err != nil {
 		t.Fatal(err)

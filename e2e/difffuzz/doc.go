@@ -37,6 +37,12 @@
 //	DIFFFUZZ_POOL        gateway pool size (default: 1 or 2, per round)
 //	DIFFFUZZ_POOL_ORDER  gateway pool.order (default: round_robin in even
 //	                     rounds, lifo in odd ones)
+//	DIFFFUZZ_PIPELINING  gateway pipelining.connections in rounds whose pool
+//	                     is larger (default 0: off; set DIFFFUZZ_POOL=3 and
+//	                     DIFFFUZZ_IO_LOOPS=0 to run it in every round). SHOW
+//	                     WARNINGS after a read with warnings that another read
+//	                     was queued behind diverges by design (see
+//	                     docs/sessions.md, "Pipelined reads")
 //	DIFFFUZZ_IO_LOOPS    gateway io_loops (default: 0 or 1, per round: sessions
 //	                     on goroutines or on an io_uring loop)
 //	DIFFFUZZ_TIME        start no round after this long (default: no limit)

@@ -32,6 +32,10 @@ type EnvOptions struct {
 	GatewayLogLevel string
 	// GeneralLog, when set, is a file for MariaDB's general query log.
 	GeneralLog string
+	// Pipelining, when above 0, is the gateway's pipelining.connections
+	// in rounds whose pool is larger (pipelined reads, sessions on
+	// goroutines only).
+	Pipelining int
 }
 
 // Env is the MariaDB the fuzzer runs against, and what it needs to start
@@ -190,6 +194,9 @@ clusters:
     pool: {size: %d, order: %s, min_idle: 0, max_dials: 2, acquire_timeout: 60s}
     consolidation: {enabled: true}
 `, e.opts.GatewayLogLevel, ioLoops, appUser, appPassword, backendUser, backendPassword, e.srv.Addr(), poolSize, order)
+	if n := e.opts.Pipelining; n > 0 && n < poolSize {
+		yaml += fmt.Sprintf("    pipelining: {connections: %d}\n", n)
+	}
 	cfg, err := config.Parse([]byte(yaml))
 	if err != nil {
 		return nil, err
