@@ -219,9 +219,9 @@ func (ss *Session) openPipe(be *backend, pg *pipeGroup) (p *pools.Pipe[*backendC
 	if err != nil {
 		return nil
 	}
-	l, ok := pool.TryAcquire()
-	if !ok {
-		return nil // none idle: the read takes the usual path
+	l, err := ss.acquire(pool) // as the read would wait for one
+	if err != nil {
+		return nil // the usual path reports what it meets
 	}
 	conn := l.Conn()
 	if conn.PeerClosed() {
