@@ -237,8 +237,8 @@ func (ss *Session) openPipe(be *backend, pg *pipeGroup) (p *pools.Pipe[*backendC
 
 // pipelined runs the read p (text sql, routed route) on a pipe when
 // pipelining is on and the read may be; handled false means the caller
-// runs it the usual way, nothing of it having reached a backend or the
-// client.
+// runs it the usual way, nothing of it having reached the client (it may
+// have reached a backend whose pipe then broke: a read may be retried so).
 func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *config.Cluster) (handled bool, err error) {
 	n := conf.Pipelining.Connections
 	if n <= 0 || ss.task != nil || len(p) >= wire.MaxPacketPayload || !ss.consolidable(route, sql) {
