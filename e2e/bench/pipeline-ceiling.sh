@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # pipeline-ceiling.sh - what pipelining statements on a few backend connections
-# would be worth: sysbench point select (text protocol) against gorelay, the
+# is worth: sysbench point select (text protocol) against gorelay, the
 # gateway (floorbench.sh's settings: one backend, pool {size: 64, min_idle: 8}),
+# the same gateway with pipelining on (PIPELINING),
 # piperelay (e2e/bench/cmd/piperelay) with each of CONNS backend connections,
 # and ProxySQL when PROXYSQL_UP is set, alternating, in one run. Run from the
 # project root on a machine that has ../shared/bench (as for floorbench.sh):
 #
-#   [THREADS=64] [TIME=10] [ROUNDS=2] [CONNS="2 4 8"] [PROXYSQL_UP=../proxysql/up.sh] \
+#   [THREADS=64] [TIME=10] [ROUNDS=2] [CONNS="2 4 8"] [PIPELINING="2"] [PROXYSQL_UP=../proxysql/up.sh] \
 #     [EXTRA_GATEWAYS="name=/path/to/gateway-binary ..."] bash e2e/bench/pipeline-ceiling.sh
 #
+# PIPELINING (default "2"; "" for none) adds, for each value n, the gateway of the
+# checkout with pipelining: {connections: n} as target "gwpipe<n>".
 # EXTRA_GATEWAYS adds other gateway builds (or scripts that exec one), each with
 # the same configuration as the gateway of the checkout, as targets after it.
 #
@@ -50,6 +53,14 @@ YAML
 "$STACK_DIR/gateway" serve --config "$STACK_DIR/gw.yaml" >"$STACK_DIR/gw.log" 2>&1 &
 STACK_PIDS+=($!); pids+=("gateway:$!"); targets+=("gateway=127.0.0.1:$G")
 stack_wait_port 127.0.0.1 "$G" 30 || { cat "$STACK_DIR/gw.log"; exit 1; }
+for n in ${PIPELINING-2}; do
+  PG=$(stack_free_port); PH=$(stack_free_port)
+  sed -e "s/127.0.0.1:$G/127.0.0.1:$PG/; s/127.0.0.1:$H/127.0.0.1:$PH/" "$STACK_DIR/gw.yaml" >"$STACK_DIR/gwpipe$n.yaml"
+  echo "    pipelining: {connections: $n}" >>"$STACK_DIR/gwpipe$n.yaml"
+  "$STACK_DIR/gateway" serve --config "$STACK_DIR/gwpipe$n.yaml" >"$STACK_DIR/gwpipe$n.log" 2>&1 &
+  STACK_PIDS+=($!); pids+=("gwpipe$n:$!"); targets+=("gwpipe$n=127.0.0.1:$PG")
+  stack_wait_port 127.0.0.1 "$PG" 30 || { cat "$STACK_DIR/gwpipe$n.log"; exit 1; }
+done
 for spec in ${EXTRA_GATEWAYS:-}; do
   name=${spec%%=*}; bin=${spec#*=}
   EG=$(stack_free_port); EH=$(stack_free_port)
