@@ -229,24 +229,6 @@ func newMetrics(s *Server) *metrics {
 		Name: "directgate_diagnostics_local_answers_total",
 		Help: "Reads of ROW_COUNT(), FOUND_ROWS(), @@warning_count or SHOW WARNINGS answered from the session's copy, because the connection that ran the previous statement had gone back to the pool.",
 	})
-	m.pipelined = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "directgate_pipelined_reads_total",
-		Help: "Reads sent on a shared connection behind the reads in flight there (pipelining) and answered there.",
-	})
-	m.pipeDiagLosses = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "directgate_pipelined_read_conditions_lost_total",
-		Help: "Pipelined reads whose answer had warnings or an error while another read was already queued behind them on the connection: SHOW WARNINGS can no longer list their warnings (the counts, and an error, stay right).",
-	})
-	m.pipeInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "directgate_pipelined_reads_in_flight",
-		Help: "Reads written to a shared connection (pipelining) whose session has not yet read their answer.",
-	})
-	fallbacks := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "directgate_pipelined_read_fallbacks_total",
-		Help: "Reads that joined a pipe and then ran the usual way, nothing of them having reached the client, by reason: pipe_broken (a read before it left its answer unread: its client went away part-way, its connection failed), connection_lost (its own answer broke off).",
-	}, []string{"reason"})
-	m.pipeFallbacks[0] = fallbacks.WithLabelValues("pipe_broken")
-	m.pipeFallbacks[1] = fallbacks.WithLabelValues("connection_lost")
 	offloads := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "directgate_io_loop_session_offloads_total",
 		Help: "Waits of sessions on io_uring loops (io_loops) that ran on a goroutine, by what they waited for: pool (no idle pooled connection, after polling), pool_share, failover_buffer, throttle, hot_row, consolidation, owner, kill, own_query, login_delay. Each costs a goroutine and two wake-ups; on the fast path there are none.",
@@ -272,11 +254,12 @@ func newMetrics(s *Server) *metrics {
 	m.prepares[0], m.prepares[1] = prepares.WithLabelValues("ok"), prepares.WithLabelValues("failed")
 	// The state the operator surfaces read at scrape time (ops).
 	m.reg.MustRegister(ops.Collectors((*opsGateway)(s))...)
-	m.reg.MustRegister(m.spans, prepares, accepted, rejected, statements, latency, owner, disagree, m.diagCaptures, m.diagAnswers, m.pipelined, fallbacks, m.pipeInFlight, m.pipeDiagLosses,
+	m.reg.MustRegister(m.spans, prepares, accepted, rejected, statements, latency, owner, disagree, m.diagCaptures, m.diagAnswers,
 		offloads, connWaits, loopCollector{s: s},
 		protectionsCollector{s: s},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.pipelineCollectors()...)
 	return m
 }
 
@@ -311,6 +294,30 @@ func (m *metrics) diagCapture() {
 	if m != nil {
 		m.diagCaptures.Inc()
 	}
+}
+
+// pipelineCollectors makes the pipelined reads' metrics (pipeline.go)
+// and returns them to register.
+func (m *metrics) pipelineCollectors() []prometheus.Collector {
+	m.pipelined = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "directgate_pipelined_reads_total",
+		Help: "Reads sent on a shared connection behind the reads in flight there (pipelining) and answered there.",
+	})
+	m.pipeDiagLosses = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "directgate_pipelined_read_conditions_lost_total",
+		Help: "Pipelined reads whose answer had warnings or an error while another read was already queued behind them on the connection: SHOW WARNINGS can no longer list their warnings (the counts, and an error, stay right).",
+	})
+	m.pipeInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "directgate_pipelined_reads_in_flight",
+		Help: "Reads written to a shared connection (pipelining) whose session has not yet read their answer.",
+	})
+	fallbacks := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "directgate_pipelined_read_fallbacks_total",
+		Help: "Reads that joined a pipe and then ran the usual way, nothing of them having reached the client, by reason: pipe_broken (a read before it left its answer unread: its client went away part-way, its connection failed), connection_lost (its own answer broke off).",
+	}, []string{"reason"})
+	m.pipeFallbacks[0] = fallbacks.WithLabelValues("pipe_broken")
+	m.pipeFallbacks[1] = fallbacks.WithLabelValues("connection_lost")
+	return []prometheus.Collector{m.pipelined, fallbacks, m.pipeInFlight, m.pipeDiagLosses}
 }
 
 // pipeDiagLost counts a pipelined read whose conditions were cleared by

@@ -375,12 +375,7 @@ func (ss *Session) relayPipelined(conn *backendConn) (wire.Result, error) {
 	load.Begin()
 	defer func() { load.End(start, time.Now()) }()
 	conn.SetSeq(1)
-	ss.relay.ClientCaps = ss.caps
-	ss.relay.BackendCaps = conn.Caps
-	ss.relay.InfileTimeout = *ss.srv.cfg.LocalInfileTimeout
-	ss.relay.Trackers = ss.trackers
-	ss.relay.TxnState, ss.relay.TxnChars = ss.txnState, ss.txnChars
-	ss.relay.StatusHint = ss.status
+	ss.relayFor(conn)
 	ss.relay.BeforeEnd = ss.endHook(wire.ResponseQuery)
 	ss.arm(conn) // the digest's backend; no rule's timeout or max_rows (see pipelined)
 	res, err := ss.relay.Run(ss.client, conn.Conn, wire.ResponseQuery)

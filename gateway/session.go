@@ -748,12 +748,7 @@ func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind)
 	}
 	// The answer continues the client's sequence: a command split over
 	// several packets (16 MiB and more) is answered after all of them.
-	ss.relay.ClientCaps = ss.caps
-	ss.relay.BackendCaps = conn.Caps
-	ss.relay.InfileTimeout = *ss.srv.cfg.LocalInfileTimeout
-	ss.relay.Trackers = ss.trackers
-	ss.relay.TxnState, ss.relay.TxnChars = ss.txnState, ss.txnChars
-	ss.relay.StatusHint = ss.status
+	ss.relayFor(conn)
 	if kind == wire.ResponseQuery {
 		if ss.status&wire.StatusAutocommit == 0 {
 			// With autocommit off a statement on tables opens a
@@ -782,6 +777,19 @@ func (ss *Session) exchange(conn *backendConn, p []byte, kind wire.ResponseKind)
 		conn.warnListed = true
 	}
 	return res, err
+}
+
+// relayFor sets the relay up for an answer of conn to the session's
+// client: both sides' capabilities, the LOCAL INFILE timeout, what the
+// client is shown of session state, and the status the answer starts
+// from.
+func (ss *Session) relayFor(conn *backendConn) {
+	ss.relay.ClientCaps = ss.caps
+	ss.relay.BackendCaps = conn.Caps
+	ss.relay.InfileTimeout = *ss.srv.cfg.LocalInfileTimeout
+	ss.relay.Trackers = ss.trackers
+	ss.relay.TxnState, ss.relay.TxnChars = ss.txnState, ss.txnChars
+	ss.relay.StatusHint = ss.status
 }
 
 // clientWatchAfter is how long a statement runs before the gateway starts
