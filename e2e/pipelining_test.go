@@ -212,3 +212,36 @@ func TestPipeliningWarnings(t *testing.T) {
 		}
 	})
 }
+
+// TestPipeliningPerSessionState: a pipe serves only the session state its
+// connection was brought to. With one pipe allowed, sessions in two
+// states take turns with it (a state without a pipe takes the other's
+// idle one, brought in line anew), and each reads what its state says: a
+// double-quoted word is a string by default and a column under
+// ANSI_QUOTES.
+func TestPipeliningPerSessionState(t *testing.T) {
+	consolTable(t, 3, 10)
+	srv := pipeGateway(t, 1)
+	h := srv.HTTPHandler()
+	plain := dialRaw(t, srv.Addr().String(), appUser, appPass, 0)
+	ansi := dialRaw(t, srv.Addr().String(), appUser, appPass, 0, "SET SESSION sql_mode = 'ANSI_QUOTES'")
+	const q = `SELECT "v" FROM e2e.consol WHERE id = 1`
+	read := func(bc *wire.BackendConn) []byte {
+		t.Helper()
+		if err := bc.WriteCommand(append([]byte{wire.ComQuery}, q...)); err != nil {
+			t.Fatal(err)
+		}
+		return rawResult(t, bc.Conn, false)
+	}
+	for i := range 3 {
+		if got := read(plain); !bytes.Contains(got, []byte("\x01v\x05")) || bytes.Contains(got, []byte("v1")) {
+			t.Fatalf("round %d, default sql_mode: %q, want the string 'v'", i, clip(got))
+		}
+		if got := read(ansi); !bytes.Contains(got, []byte("\x02v1")) {
+			t.Fatalf("round %d, ANSI_QUOTES: %q, want the column v of row 1", i, clip(got))
+		}
+	}
+	if n := pipeMetric(t, h, "directgate_pipelined_reads_total"); n != 6 {
+		t.Errorf("%v reads pipelined, want 6", n)
+	}
+}
