@@ -12,7 +12,7 @@ import (
 // targetColors are the bar colors of the built-in targets; peers take
 // peerColors in turn.
 var (
-	targetColors = map[string]string{targetHAProxy: "#2b6cb0", targetGorelay: "#718096", targetGateway: "#d9822b", targetGatewayLoop: "#c05621"}
+	targetColors = map[string]string{targetHAProxy: "#2b6cb0", targetGorelay: "#718096", targetGateway: "#d9822b", targetGatewayLoop: "#c05621", targetGatewayPipe: "#9c4221"}
 	peerColors   = []string{"#2e8540", "#805ad5", "#b83280", "#319795", "#975a16"}
 )
 

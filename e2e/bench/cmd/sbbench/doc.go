@@ -30,6 +30,10 @@
 //     io_uring loop. A default target where the kernel allows io_uring
 //     (sbbench starts a loop to find out); elsewhere it would only repeat
 //     gateway's numbers.
+//   - gateway-pipe: the same gateway with pipelining: {connections: 2}
+//     (reads written behind the reads in flight on a few shared
+//     connections). Only when asked for (-targets): pipelining is off by
+//     default.
 //   - proxysql: ProxySQL started by the up.sh of the ProxySQL anchor
 //     (../shared/anchors/proxysql) in front of the primary, when
 //     -proxysql-up (PROXYSQL_UP) names it; a default target then, and the

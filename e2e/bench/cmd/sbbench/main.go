@@ -74,13 +74,17 @@ const (
 	// sessions on an io_uring loop). A default target where the kernel
 	// allows io_uring.
 	targetGatewayLoop = "gateway-loop"
+	// targetGatewayPipe is the gateway of the case with pipelining:
+	// {connections: 2} (docs/sessions.md, "Pipelined reads"). Not a
+	// default target: pipelining is off by default.
+	targetGatewayPipe = "gateway-pipe"
 )
 
 // builtinTargets run when -targets is not given, and gateway-loop too
 // where io_uring works; knownTargets may be given.
 var (
 	builtinTargets = []string{targetDirect, targetHAProxy, targetGorelay, targetGateway}
-	knownTargets   = append(slices.Clone(builtinTargets), targetGatewayLoop, targetProxySQL)
+	knownTargets   = append(slices.Clone(builtinTargets), targetGatewayLoop, targetGatewayPipe, targetProxySQL)
 )
 
 // peer is an external endpoint the user runs (a ProxySQL, ...), which must
@@ -482,7 +486,7 @@ func parseTargets(v string, peers []peer, loops, proxysql bool) ([]string, error
 			continue
 		}
 		if !slices.Contains(knownTargets, n) && !slices.ContainsFunc(peers, func(p peer) bool { return p.Name == n }) {
-			return nil, fmt.Errorf("unknown target %q: want direct, haproxy, gorelay, gateway, gateway-loop, proxysql or a name from -peers", n)
+			return nil, fmt.Errorf("unknown target %q: want direct, haproxy, gorelay, gateway, gateway-loop, gateway-pipe, proxysql or a name from -peers", n)
 		}
 		out = append(out, n)
 	}
@@ -823,7 +827,7 @@ func (b *bench) warmUp(ctx context.Context, c benchCase) error {
 // findBinaries checks that the binaries of the selected targets exist and
 // makes their paths absolute.
 func (b *bench) findBinaries() error {
-	checked := map[*string]bool{} // gateway and gateway-loop share one
+	checked := map[*string]bool{} // gateway, gateway-loop and gateway-pipe share one
 	for _, bin := range []struct {
 		target, flag string
 		path         *string
@@ -831,6 +835,7 @@ func (b *bench) findBinaries() error {
 	}{
 		{targetGateway, "-gateway", &b.s.Gateway, "make build"},
 		{targetGatewayLoop, "-gateway", &b.s.Gateway, "make build"},
+		{targetGatewayPipe, "-gateway", &b.s.Gateway, "make build"},
 		{targetGorelay, "-gorelay", &b.s.Gorelay, "go build -o bin/gorelay ./e2e/bench/cmd/gorelay"},
 	} {
 		if !slices.Contains(b.s.Targets, bin.target) || checked[bin.path] {
@@ -997,7 +1002,7 @@ func (b *bench) collectEnv() {
 		return strings.TrimSpace(string(o))
 	}
 	b.env["sysbench"] = out("sysbench", "--version")
-	if slices.Contains(b.s.Targets, targetGateway) || slices.Contains(b.s.Targets, targetGatewayLoop) {
+	if slices.Contains(b.s.Targets, targetGateway) || slices.Contains(b.s.Targets, targetGatewayLoop) || slices.Contains(b.s.Targets, targetGatewayPipe) {
 		b.env["gateway"] = out(b.s.Gateway, "version")
 	}
 	if b.haproxy != "" {
@@ -1134,15 +1139,20 @@ func (b *bench) proxy(ctx context.Context, c benchCase, tgt string) (*proxyProc,
 		name = "gateway-" + c.Gateway
 	case targetGatewayLoop:
 		name = "gateway-" + c.Gateway + "-loop"
+	case targetGatewayPipe:
+		name = "gateway-" + c.Gateway + "-pipe"
 	}
 	g := b.proxies[name]
 	if g == nil {
 		g = &proxyProc{kind: tgt, name: name, dir: b.dir, backends: []string{b.db.Addr()}, user: "gateway", pwd: "secret"}
 		switch tgt {
-		case targetGateway, targetGatewayLoop:
+		case targetGateway, targetGatewayLoop, targetGatewayPipe:
 			g.kind = targetGateway
-			if tgt == targetGatewayLoop {
+			switch tgt {
+			case targetGatewayLoop:
 				g.ioLoops = 1
+			case targetGatewayPipe:
+				g.pipelining = benchPipelining
 			}
 			g.bin, g.user, g.pwd = b.s.Gateway, "app", "app"
 			g.backends = append(g.backends, b.replica.Addr())
@@ -1188,7 +1198,7 @@ func (b *bench) runOne(ctx context.Context, c benchCase, tgt string, round, runN
 	proxyPID := 0
 	switch tgt {
 	case targetDirect:
-	case targetHAProxy, targetGorelay, targetGateway, targetGatewayLoop:
+	case targetHAProxy, targetGorelay, targetGateway, targetGatewayLoop, targetGatewayPipe:
 		var err error
 		g, r.ProxyNote, err = b.proxy(ctx, c, tgt)
 		if err != nil {

@@ -232,6 +232,7 @@ type proxyProc struct {
 	hotRow        bool // hot_row: {max_concurrency: 1, max_queue: 64}
 	consolidation bool // consolidation: {enabled: true}
 	ioLoops       int  // io_loops
+	pipelining    int  // pipelining.connections (0: off)
 	profile       bool // pass --cpuprofile
 	// order is pool.order (round_robin, lifo); "" leaves it out (the
 	// gateway's default, round_robin). idleTimeout is pool.idle_timeout;
@@ -287,8 +288,14 @@ clusters:
     max_replica_lag: %s
     hot_row: %s
     consolidation: {enabled: %v}
-`, g.addr, g.httpAddr, g.ioLoops, g.user, g.pwd, strings.Join(quoted, ", "), g.poolSize, pool, onOff(g.replicaReads), maxReplicaLag, hotRow, g.consolidation)
+    pipelining: {connections: %d}
+`, g.addr, g.httpAddr, g.ioLoops, g.user, g.pwd, strings.Join(quoted, ", "), g.poolSize, pool, onOff(g.replicaReads), maxReplicaLag, hotRow, g.consolidation, g.pipelining)
 }
+
+// benchPipelining is gateway-pipe's pipelining.connections: 2 was the
+// best of 2, 4 and 8 at 64 and 512 clients on a 2-core machine
+// (docs/benchmarks.md, "Pipelining").
+const benchPipelining = 2
 
 // haproxyMaxConn bounds HAProxy's connections (global and per frontend): the
 // 512-thread case needs 512 plus the readiness logins.

@@ -306,7 +306,8 @@ var columns = []struct {
 
 const tableLegend = `Targets, each run in every round, in this order: direct = the MariaDB primary; haproxy = HAProxy in TCP mode
 in front of it; gorelay = a minimal Go TCP relay (io.Copy per direction: the floor of a Go proxy); gateway = the
-gateway; gateway-loop = the same gateway with io_loops: 1 (a default target where io_uring works); proxysql = ProxySQL
+gateway; gateway-loop = the same gateway with io_loops: 1 (a default target where io_uring works); gateway-pipe = the
+same gateway with pipelining: {connections: 2} (only when asked for); proxysql = ProxySQL
 2.7.1 started by the anchor's up.sh (threads=2, multiplexing on; a default target when PROXYSQL_UP names it); any other name = a peer given with -peers (an endpoint you run, forwarding to the primary).
 ×direct: median over rounds of the target's QPS / direct QPS in the same round (1.00 = as fast as direct).
 p95 ms: sysbench's 95th percentile latency per event. CPU per query, from /proc over sysbench's measured window:
@@ -422,7 +423,7 @@ type resultsDoc struct {
 }
 
 const jsonDescription = "sysbench against several targets, run round-robin in each round of a case: direct (the MariaDB primary), " +
-	"haproxy (HAProxy in TCP mode in front of it), gorelay (a minimal Go TCP relay, io.Copy per direction), gateway, gateway-loop (the gateway with io_loops: 1, only when asked for), and peers (external endpoints, settings.peers). " +
+	"haproxy (HAProxy in TCP mode in front of it), gorelay (a minimal Go TCP relay, io.Copy per direction), gateway, gateway-loop (the gateway with io_loops: 1, only when asked for), gateway-pipe (the gateway with pipelining: {connections: 2}, only when asked for), and peers (external endpoints, settings.peers). " +
 	"qps and p95_ms are sysbench's; *_cpu_s are CPU time deltas over cpu_window_s (sysbench's \"Threads started!\" to its report): " +
 	"mariadbd_* the primary's utime+stime, replica_mariadbd_* the replica's (replica_reads cases only), proxy_* the proxy process's " +
 	"(haproxy, gorelay, gateway; a peer's only when given a pid), machine_* the busy time of all CPUs from /proc/stat (total - idle - iowait, every process on the machine); " +
@@ -553,7 +554,7 @@ func markdown(d resultsDoc) string {
 		b.WriteString("## Summary\n\n")
 		b.WriteString("One row per case and target; medians over successful runs. Targets: **direct** is the MariaDB primary; **haproxy** HAProxy in TCP mode ")
 		b.WriteString("in front of it; **gorelay** a minimal Go TCP relay (io.Copy in one goroutine per direction), the floor a Go proxy cannot go below; ")
-		b.WriteString("**gateway** the gateway; **gateway-loop** the gateway with `io_loops: 1`; **proxysql** ProxySQL from the anchor's up.sh; other names are peers given with `-peers`. ")
+		b.WriteString("**gateway** the gateway; **gateway-loop** the gateway with `io_loops: 1`; **gateway-pipe** the gateway with `pipelining: {connections: 2}`; **proxysql** ProxySQL from the anchor's up.sh; other names are peers given with `-peers`. ")
 		b.WriteString("**×direct** is the median over rounds of the target's QPS / direct QPS in the same round. ")
 		b.WriteString("CPU columns are µs of CPU time per sysbench query over sysbench's measured window: proxy = the proxy process (utime+stime from /proc/PID/stat; ")
 		b.WriteString("a peer's only when given with its PID), mariadbd = the primary, replica = the replica, machine = the busy time of all CPUs ")

@@ -416,6 +416,7 @@ func TestTargetsAndPeers(t *testing.T) {
 		{" gateway, px2 ,direct,gateway", true, "direct,gateway,px2"},
 		{"gorelay,haproxy", true, "direct,gorelay,haproxy"},
 		{"gateway,gateway-loop", false, "direct,gateway,gateway-loop"},
+		{"gateway,gateway-pipe", true, "direct,gateway,gateway-pipe"},
 	} {
 		got, err := parseTargets(tc.flag, peers, tc.loops, false)
 		if err != nil || strings.Join(got, ",") != tc.want {
