@@ -13,12 +13,12 @@ import (
 	"github.com/directgate/directgate/wire"
 )
 
-// pipeGateway starts a gateway with pipelining: {connections: n} and a
-// pool of 8.
-func pipeGateway(t *testing.T, n int) *gateway.Server {
+// pipeGateway starts a gateway with pipelining: {connections: n}, a
+// pool of 8 and more lines of the cluster's.
+func pipeGateway(t *testing.T, n int, more ...string) *gateway.Server {
 	t.Helper()
 	yaml := clusterYAML(0, backendUser, backendPass, "{size: 8, min_idle: 2, acquire_timeout: 30s}",
-		fmt.Sprintf("pipelining: {connections: %d}", n))
+		append([]string{fmt.Sprintf("pipelining: {connections: %d}", n)}, more...)...)
 	return startTestGateway(t, "pipelining", strings.Replace(yaml, `http_listen: "off"`, "http_listen: 127.0.0.1:0", 1))
 }
 
@@ -29,10 +29,20 @@ func pipeMetric(t *testing.T, h http.Handler, family string) float64 {
 }
 
 // TestPipeliningAnswersEachClient: many clients' reads share two
-// connections, and every client gets the answer of its own read.
+// connections, and every client gets the answer of its own read; with
+// consolidation on too, its leaders' reads are the ones pipelined.
 func TestPipeliningAnswersEachClient(t *testing.T) {
 	consolTable(t, 200, 10)
-	srv := pipeGateway(t, 2)
+	for _, consolidation := range []bool{false, true} {
+		t.Run(fmt.Sprint("consolidation=", consolidation), func(t *testing.T) {
+			pipeAnswersEachClient(t, pipeGateway(t, 2, fmt.Sprintf("consolidation: {enabled: %v}", consolidation)))
+		})
+	}
+}
+
+// pipeAnswersEachClient runs TestPipeliningAnswersEachClient's load
+// through srv.
+func pipeAnswersEachClient(t *testing.T, srv *gateway.Server) {
 	const clients, reads = 12, 150
 	var wg sync.WaitGroup
 	errs := make(chan error, clients)

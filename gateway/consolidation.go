@@ -98,13 +98,13 @@ func (ss *Session) consolidate(p []byte, sql string, route querypath.Route, conf
 	if !lead {
 		return ss.follow(f, sql, route, r)
 	}
-	return true, ss.lead(co, k, f, p, route, int(conf.Consolidation.MaxResultBytes))
+	return true, ss.lead(co, k, f, p, sql, route, conf)
 }
 
 // lead runs the read p as the leader of flight f (key k), keeping a copy
 // of its answer of at most max bytes, and hands the copy to the
 // followers that came meanwhile.
-func (ss *Session) lead(co *protect.Consolidation[consolKey], k consolKey, f *protect.Flight, p []byte, route querypath.Route, max int) error {
+func (ss *Session) lead(co *protect.Consolidation[consolKey], k consolKey, f *protect.Flight, p []byte, sql string, route querypath.Route, conf *config.Cluster) error {
 	finished := false
 	defer func() {
 		if !finished {
@@ -114,9 +114,13 @@ func (ss *Session) lead(co *protect.Consolidation[consolKey], k consolKey, f *pr
 		}
 	}()
 	bp := co.Buffer()
-	teeing := ss.client.StartTee(*bp, max)
+	teeing := ss.client.StartTee(*bp, int(conf.Consolidation.MaxResultBytes))
 	var seen exchanged
-	err := ss.runSeen(p, route, wire.ResponseQuery, &seen)
+	handled, err := ss.pipelined(p, sql, route, conf, &seen) // with pipelining on
+	if !handled {
+		seen = exchanged{}
+		err = ss.runSeen(p, route, wire.ResponseQuery, &seen)
+	}
 	var buf []byte
 	complete := false
 	if teeing {

@@ -236,10 +236,12 @@ func (ss *Session) openPipe(be *backend, pg *pipeGroup) (p *pools.Pipe[*backendC
 }
 
 // pipelined runs the read p (text sql, routed route) on a pipe when
-// pipelining is on and the read may be; handled false means the caller
+// pipelining is on and the read may be, keeping in seen, when not nil,
+// what it read of the answer (a consolidation leader's read, lead);
+// handled false means the caller
 // runs it the usual way, nothing of it having reached the client (it may
 // have reached a backend whose pipe then broke: a read may be retried so).
-func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *config.Cluster) (handled bool, err error) {
+func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *config.Cluster, seen *exchanged) (handled bool, err error) {
 	n := conf.Pipelining.Connections
 	if n <= 0 || ss.task != nil || len(p) >= wire.MaxPacketPayload || !ss.consolidable(route, sql) {
 		return false, nil
@@ -295,6 +297,9 @@ func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *
 	sp := startStatement(ss.now)
 	defer ss.endStatement(&sp)
 	res, err := ss.relayPipelined(conn)
+	if seen != nil {
+		*seen = exchanged{res: res, err: err, seen: true}
+	}
 	readAll := err == nil
 	sp.served(r, res, err)
 	if readAll {

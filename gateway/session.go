@@ -613,7 +613,7 @@ func (ss *Session) comQuery(p []byte) error {
 				return err
 			}
 		}
-		if handled, err := ss.pipelined(p, sql, route, conf); handled {
+		if handled, err := ss.pipelined(p, sql, route, conf, nil); handled {
 			return err
 		}
 	}

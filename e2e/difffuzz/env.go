@@ -34,8 +34,7 @@ type EnvOptions struct {
 	GeneralLog string
 	// Pipelining, when above 0, is the gateway's pipelining.connections
 	// in rounds whose pool is larger (pipelined reads, sessions on
-	// goroutines only), with consolidation off in those rounds: it would
-	// take the reads first.
+	// goroutines only; consolidation's leaders pipeline theirs).
 	Pipelining int
 }
 
@@ -196,8 +195,6 @@ clusters:
     consolidation: {enabled: true}
 `, e.opts.GatewayLogLevel, ioLoops, appUser, appPassword, backendUser, backendPassword, e.srv.Addr(), poolSize, order)
 	if n := e.opts.Pipelining; n > 0 && n < poolSize {
-		// Consolidation takes the reads pipelining would: off here.
-		yaml = strings.Replace(yaml, "consolidation: {enabled: true}", "consolidation: {enabled: false}", 1)
 		yaml += fmt.Sprintf("    pipelining: {connections: %d}\n", n)
 	}
 	cfg, err := config.Parse([]byte(yaml))
