@@ -312,6 +312,19 @@ func (ss *Session) switchToNative() ([]byte, error) {
 // replica: accountsBackend) logs in:
 // it has a connection (each was checked at dial), or one is dialed now.
 func (s *Server) tryAccount(ctx context.Context, cluster string, k poolKey) error {
+	for attempt := 0; ; attempt++ {
+		err := s.tryAccountPool(ctx, cluster, k)
+		if !errors.Is(err, pools.ErrClosed) || attempt == 1 {
+			return err
+		}
+		// The pool was closed between lookup and use (a reload, or
+		// prune after an account changed): a second lookup opens a new
+		// one, as backend does for a statement.
+	}
+}
+
+// tryAccountPool is one attempt of tryAccount.
+func (s *Server) tryAccountPool(ctx context.Context, cluster string, k poolKey) error {
 	be, err := s.accountsBackend(cluster)
 	if err != nil {
 		return err
