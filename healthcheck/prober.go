@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/directgate/directgate/internal/sqlconnect"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -121,19 +122,12 @@ func (p MySQLProber) Probe(ctx context.Context, b Backend) Result {
 	if err != nil {
 		return Result{Err: fmt.Errorf("probe %s: %w", b.Addr, err)}
 	}
-	db := sql.OpenDB(connector)
+	db := sql.OpenDB(sqlconnect.Retrying(connector))
 	defer db.Close()
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
 
 	conn, err := db.Conn(ctx)
-	if errors.Is(err, mysql.ErrMalformPkt) {
-		// go-sql-driver drops a trailing 0 byte from an auth switch's
-		// data, so MariaDB's ed25519 scramble (32 bytes, any of which
-		// may be 0) comes out short and "malformed" once in 256 logins.
-		// A second login gets a new scramble.
-		conn, err = db.Conn(ctx)
-	}
 	if err != nil {
 		return Result{Err: fmt.Errorf("probe %s: connect: %w", b.Addr, err)}
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/directgate/directgate/internal/sqlconnect"
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/directgate/directgate/wire"
@@ -86,7 +87,7 @@ func (p *primary) open(schema string) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := sql.OpenDB(connector)
+	db := sql.OpenDB(sqlconnect.Retrying(connector))
 	db.SetMaxOpenConns(primaryMaxOpen)
 	db.SetMaxIdleConns(primaryMaxIdle)
 	db.SetConnMaxLifetime(primaryLifetime)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/directgate/directgate/internal/sqlconnect"
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/directgate/directgate/config"
@@ -348,7 +349,7 @@ func (o *Owner) resolverPool(c config.Cluster, addr string) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := sql.OpenDB(connector)
+	db := sql.OpenDB(sqlconnect.Retrying(connector))
 	db.SetMaxOpenConns(2)
 	db.SetMaxIdleConns(2)
 	db.SetConnMaxLifetime(10 * time.Minute)
