@@ -13,6 +13,9 @@ func twoClusterSession(t *testing.T) *Session {
 	t.Helper()
 	ss := benchSession(t, 0)
 	srv := ss.srv
+	// Discovery reads the clusters, which a server never changes once
+	// built: stopped (its last snapshot stays) before the test adds one.
+	srv.health.Close()
 	billing := &cluster{name: "billing", log: srv.log}
 	bconf := config.Cluster{Name: "billing", Databases: []string{"billing"}}
 	billing.conf.Store(&bconf)
