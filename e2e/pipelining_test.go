@@ -22,6 +22,16 @@ func pipeGateway(t *testing.T, n int, more ...string) *gateway.Server {
 	return startTestGateway(t, "pipelining", strings.Replace(yaml, `http_listen: "off"`, "http_listen: 127.0.0.1:0", 1))
 }
 
+// pipeRead sends q on the classic-protocol connection bc and returns its
+// raw answer.
+func pipeRead(t *testing.T, bc *wire.BackendConn, q string) []byte {
+	t.Helper()
+	if err := bc.WriteCommand(append([]byte{wire.ComQuery}, q...)); err != nil {
+		t.Fatal(err)
+	}
+	return rawResult(t, bc.Conn, false)
+}
+
 // pipeMetric reads one of the gateway's pipelining metrics (summed).
 func pipeMetric(t *testing.T, h http.Handler, family string) float64 {
 	t.Helper()
@@ -95,13 +105,7 @@ func TestPipeliningClientGoneMidAnswer(t *testing.T) {
 	h := srv.HTTPHandler()
 	// One read first, so that the pipe exists.
 	small := dialRaw(t, srv.Addr().String(), appUser, appPass, 0)
-	read := func(q string) []byte {
-		t.Helper()
-		if err := small.WriteCommand(append([]byte{wire.ComQuery}, q...)); err != nil {
-			t.Fatal(err)
-		}
-		return rawResult(t, small.Conn, false)
-	}
+	read := func(q string) []byte { t.Helper(); return pipeRead(t, small, q) }
 	read("SELECT v FROM e2e.consol WHERE id = 2")
 	unlock := lockTable(t)
 	const big = "SELECT /* pipe-big */ id, pad FROM e2e.consol"
@@ -158,13 +162,7 @@ func TestPipeliningWarnings(t *testing.T) {
 		t.Fatalf("MariaDB's SHOW WARNINGS after %s: %q: want a truncation warning", pipeWarnRead, clip(want[1]))
 	}
 	c := dialRaw(t, srv.Addr().String(), appUser, appPass, 0)
-	read := func(q string) []byte {
-		t.Helper()
-		if err := c.WriteCommand(append([]byte{wire.ComQuery}, q...)); err != nil {
-			t.Fatal(err)
-		}
-		return rawResult(t, c.Conn, false)
-	}
+	read := func(q string) []byte { t.Helper(); return pipeRead(t, c, q) }
 	// The read's answer: its row and its final EOF, warning count
 	// included. (The EOF after the column definitions carries 0 through the
 	// gateway, pipelined or not, where MariaDB puts the count already.)
@@ -236,13 +234,7 @@ func TestPipeliningPerSessionState(t *testing.T) {
 	plain := dialRaw(t, srv.Addr().String(), appUser, appPass, 0)
 	ansi := dialRaw(t, srv.Addr().String(), appUser, appPass, 0, "SET SESSION sql_mode = 'ANSI_QUOTES'")
 	const q = `SELECT "v" FROM e2e.consol WHERE id = 1`
-	read := func(bc *wire.BackendConn) []byte {
-		t.Helper()
-		if err := bc.WriteCommand(append([]byte{wire.ComQuery}, q...)); err != nil {
-			t.Fatal(err)
-		}
-		return rawResult(t, bc.Conn, false)
-	}
+	read := func(bc *wire.BackendConn) []byte { t.Helper(); return pipeRead(t, bc, q) }
 	for i := range 3 {
 		if got := read(plain); !bytes.Contains(got, []byte("\x01v\x05")) || bytes.Contains(got, []byte("v1")) {
 			t.Fatalf("round %d, default sql_mode: %q, want the string 'v'", i, clip(got))
