@@ -368,16 +368,23 @@ type Cluster struct {
 // connections shared by every session of the same backend account and
 // session state, behind the reads already in flight there, and its
 // session reads its answer when the answers before it are read. MariaDB
-// then finds the next read waiting when it ends one. Its cost: a read
-// whose answer has warnings, with another read already queued behind it,
-// leaves SHOW WARNINGS nothing to list (the count stays right), and a
-// slow read delays the reads queued behind it.
+// then finds the next read waiting when it ends one. A read written behind
+// another is preceded by SHOW WARNINGS (in the same packet), whose answer
+// lists what the read before left, so that SHOW WARNINGS after a
+// pipelined read shows what MariaDB's would. Its cost: a read that is
+// slow (a lock wait, a big scan) delays the reads queued behind it, until
+// LateAfter stops new ones from joining; KILL QUERY does not stop a
+// pipelined read.
 type Pipelining struct {
 	// Connections is the number of connections per backend and backend
 	// account that carry pipelined reads, taken from the pool (over every
 	// session state: a state without one takes an idle one of another).
 	// Below the pool's size. Default 0: pipelining off.
 	Connections int `yaml:"connections"`
+	// LateAfter: a pipe whose oldest read in flight was written longer
+	// ago takes no new read (it joins another pipe or goes the usual
+	// way) until that read is answered. Default 20ms.
+	LateAfter time.Duration `yaml:"late_after"`
 }
 
 // Throttle configures transaction throttling by replica lag. While the

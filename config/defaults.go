@@ -187,6 +187,9 @@ func (cl *Cluster) applyProtectionDefaults() {
 	if cl.Consolidation.MaxResultBytes == 0 {
 		cl.Consolidation.MaxResultBytes = 1 << 20
 	}
+	if cl.Pipelining.LateAfter == 0 {
+		cl.Pipelining.LateAfter = 20 * time.Millisecond
+	}
 }
 
 // applyDefaults fills in a cluster's pool defaults (Cluster.applyDefaults).

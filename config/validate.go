@@ -310,6 +310,7 @@ func (cl *Cluster) checkProtections(k string, p *problems) {
 	p.nonNegative(k+".shedding.max_in_flight", cl.Shedding.MaxInFlight < 0, " (0: no limit)")
 	p.nonNegative(k+".shedding.max_queue_wait", cl.Shedding.MaxQueueWait < 0, " (0: no limit)")
 	p.nonNegative(k+".pipelining.connections", cl.Pipelining.Connections < 0, " (0 turns pipelining off)")
+	p.nonNegative(k+".pipelining.late_after", cl.Pipelining.LateAfter < 0)
 	if cl.Pipelining.Connections >= cl.Pool.Size && cl.Pool.Size > 0 {
 		p.bad(k+".pipelining.connections", "must be below pool.size (%d): the pipelines take their connections from the pool", cl.Pool.Size)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/directgate/directgate/gateway"
 	"github.com/directgate/directgate/wire"
@@ -17,8 +18,14 @@ import (
 // pool of 8 and more lines of the cluster's.
 func pipeGateway(t *testing.T, n int, more ...string) *gateway.Server {
 	t.Helper()
+	return pipeGatewayConf(t, fmt.Sprintf("{connections: %d}", n), more...)
+}
+
+// pipeGatewayConf is pipeGateway with the whole pipelining setting.
+func pipeGatewayConf(t *testing.T, pipelining string, more ...string) *gateway.Server {
+	t.Helper()
 	yaml := clusterYAML(0, backendUser, backendPass, "{size: 8, min_idle: 2, acquire_timeout: 30s}",
-		append([]string{fmt.Sprintf("pipelining: {connections: %d}", n)}, more...)...)
+		append([]string{"pipelining: " + pipelining}, more...)...)
 	return startTestGateway(t, "pipelining", strings.Replace(yaml, `http_listen: "off"`, "http_listen: 127.0.0.1:0", 1))
 }
 
@@ -149,11 +156,15 @@ const (
 	pipeWarnCnt  = "SELECT @@warning_count"
 )
 
-// TestPipeliningWarnings: a pipelined read with warnings and nothing
-// queued behind it leaves SHOW WARNINGS what MariaDB shows; with a read
-// queued behind it (which clears them on the connection), the count stays
-// right and the list is empty, the cost pipelining's configuration names.
+// TestPipeliningWarnings: a pipelined read with warnings, or an error,
+// leaves SHOW WARNINGS and the counts what MariaDB shows, whether nothing
+// is queued behind it on its pipe (they are read from the connection) or
+// a read is (its prelude lists them before that read clears them).
 func TestPipeliningWarnings(t *testing.T) {
+	const (
+		bad    = "SELECT nocol FROM e2e.consol WHERE id = 1"
+		errCnt = "SELECT @@error_count"
+	)
 	consolTable(t, 10, 10)
 	srv := pipeGateway(t, 1)
 	h := srv.HTTPHandler()
@@ -182,7 +193,6 @@ func TestPipeliningWarnings(t *testing.T) {
 		}
 		// An error: its answer and its condition, as MariaDB's; the
 		// session goes on.
-		const bad = "SELECT nocol FROM e2e.consol WHERE id = 1"
 		wantBad := directRaw(t, 0, bad, pipeShowWarn)
 		for i, q := range []string{bad, pipeShowWarn} {
 			if got := read(q); !bytes.Equal(maskNoIndex(got), maskNoIndex(wantBad[i])) {
@@ -193,32 +203,88 @@ func TestPipeliningWarnings(t *testing.T) {
 			t.Fatalf("%v reads lost their conditions", n)
 		}
 	})
-	t.Run("queued behind", func(t *testing.T) {
-		unlock := lockTable(t)
-		if err := c.WriteCommand(append([]byte{wire.ComQuery}, pipeWarnRead...)); err != nil {
+	// Queued behind: the read behind clears the conditions on the
+	// connection, and its prelude listed them first. Each head read
+	// (warnings, an error) waits on a table lock while the read behind
+	// joins its pipe; then its session shows what MariaDB's would.
+	for _, head := range []string{pipeWarnRead, bad} {
+		t.Run("queued behind/"+head, func(t *testing.T) {
+			wantAll := directRaw(t, 0, head, pipeShowWarn, pipeWarnCnt, errCnt)
+			unlock := lockTable(t)
+			if err := c.WriteCommand(append([]byte{wire.ComQuery}, head...)); err != nil {
+				t.Fatal(err)
+			}
+			waitUntil(t, func() bool { return inMariaDB(t, head) == 1 }, func() string { return "the read is not running in MariaDB" })
+			other := dialRaw(t, srv.Addr().String(), appUser, appPass, 0)
+			const behind = "SELECT v FROM e2e.consol WHERE id = 1"
+			if err := other.WriteCommand(append([]byte{wire.ComQuery}, behind...)); err != nil {
+				t.Fatal(err)
+			}
+			waitUntil(t, func() bool { return pipeMetric(t, h, "directgate_pipelined_reads_in_flight") == 2 },
+				func() string { return "the second read did not join the pipe" })
+			unlock()
+			switch got := rawResult(t, c.Conn, false); {
+			case head == pipeWarnRead:
+				sameRead(t, got)
+			case !bytes.Equal(maskNoIndex(got), maskNoIndex(wantAll[0])):
+				t.Fatalf("%s: gateway %q, MariaDB %q", head, clip(got), clip(wantAll[0]))
+			}
+			if got := rawResult(t, other.Conn, false); !bytes.Contains(got, []byte("\x02v1")) {
+				t.Fatalf("the read behind: %q, want the row of id 1", clip(got))
+			}
+			for i, q := range []string{pipeShowWarn, pipeWarnCnt, errCnt} {
+				if got := read(q); !bytes.Equal(maskNoIndex(got), maskNoIndex(wantAll[i+1])) {
+					t.Fatalf("%s: gateway %q, MariaDB %q", q, clip(got), clip(wantAll[i+1]))
+				}
+			}
+			if n := pipeMetric(t, h, "directgate_pipelined_read_conditions_lost_total"); n != 0 {
+				t.Fatalf("%v reads lost their conditions", n)
+			}
+		})
+	}
+}
+
+// TestPipeliningLatePipe: a read that waits (here on a table lock) makes
+// its pipe late once it has been out longer than late_after: a read that
+// comes then does not queue behind it, where it would wait for the lock
+// too, but runs the usual way and is answered while the lock holds.
+func TestPipeliningLatePipe(t *testing.T) {
+	consolTable(t, 3, 10)
+	db := direct(t)
+	for _, q := range []string{"CREATE TABLE IF NOT EXISTS e2e.pipe_other (id INT PRIMARY KEY, v INT)", "REPLACE INTO e2e.pipe_other VALUES (1, 41)"} {
+		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, func() bool { return inMariaDB(t, pipeWarnRead) == 1 }, func() string { return "the read is not running in MariaDB" })
-		other := dialRaw(t, srv.Addr().String(), appUser, appPass, 0)
-		const behind = "SELECT v FROM e2e.consol WHERE id = 1"
-		if err := other.WriteCommand(append([]byte{wire.ComQuery}, behind...)); err != nil {
-			t.Fatal(err)
-		}
-		waitUntil(t, func() bool { return pipeMetric(t, h, "directgate_pipelined_reads_in_flight") == 2 },
-			func() string { return "the second read did not join the pipe" })
-		unlock()
-		sameRead(t, rawResult(t, c.Conn, false))
-		rawResult(t, other.Conn, false)
-		if got := read(pipeWarnCnt); !bytes.Equal(got, want[2]) {
-			t.Fatalf("%s: gateway %q, MariaDB %q", pipeWarnCnt, clip(got), clip(want[2]))
-		}
-		if got := read(pipeShowWarn); strings.Contains(string(got), "Truncated") {
-			t.Fatalf("SHOW WARNINGS listed %q: the read behind should have cleared it", clip(got))
-		}
-		if n := pipeMetric(t, h, "directgate_pipelined_read_conditions_lost_total"); n != 1 {
-			t.Fatalf("%v reads lost their conditions, want 1", n)
-		}
-	})
+	}
+	const late = 30 * time.Millisecond
+	srv := pipeGatewayConf(t, fmt.Sprintf("{connections: 1, late_after: %s}", late))
+	h := srv.HTTPHandler()
+	c := dialRaw(t, srv.Addr().String(), appUser, appPass, 0)
+	other := dialRaw(t, srv.Addr().String(), appUser, appPass, 0)
+	pipeRead(t, other, "SELECT v FROM e2e.pipe_other WHERE id = 1") // the pipe is open
+	unlock := lockTable(t)
+	const locked = "SELECT v FROM e2e.consol WHERE id = 2"
+	if err := c.WriteCommand(append([]byte{wire.ComQuery}, locked...)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { return inMariaDB(t, locked) == 1 }, func() string { return "the read is not waiting in MariaDB" })
+	waitUntil(t, func() bool { return pipeMetric(t, h, "directgate_pipelined_reads_in_flight") == 1 },
+		func() string { return "the locked read is not on the pipe" })
+	time.Sleep(2 * late) // the pipe's read is now out longer than late_after
+	// A bound for a read stuck behind the lock (the failure), not a measure.
+	if err := other.NetConn().SetReadDeadline(time.Now().Add(20 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if got := pipeRead(t, other, "SELECT v FROM e2e.pipe_other WHERE id = 1"); !bytes.Contains(got, []byte("\x0241")) {
+		t.Fatalf("the read while the pipe is late: %q", clip(got))
+	}
+	if n := pipeMetric(t, h, "directgate_pipelined_reads_late_total"); n != 1 {
+		t.Fatalf("%v reads found the pipe late, want 1", n)
+	}
+	unlock()
+	if got := rawResult(t, c.Conn, false); !bytes.Contains(got, []byte("\x02v2")) {
+		t.Fatalf("the locked read: %q", clip(got))
+	}
 }
 
 // TestPipeliningPerSessionState: a pipe serves only the session state its
@@ -234,7 +300,15 @@ func TestPipeliningPerSessionState(t *testing.T) {
 	plain := dialRaw(t, srv.Addr().String(), appUser, appPass, 0)
 	ansi := dialRaw(t, srv.Addr().String(), appUser, appPass, 0, "SET SESSION sql_mode = 'ANSI_QUOTES'")
 	const q = `SELECT "v" FROM e2e.consol WHERE id = 1`
-	read := func(bc *wire.BackendConn) []byte { t.Helper(); return pipeRead(t, bc, q) }
+	read := func(bc *wire.BackendConn) []byte {
+		t.Helper()
+		// The read before ends its turn just after its answer is sent: a
+		// read of the other state that comes before that finds the one
+		// pipe busy and goes the usual way.
+		waitUntil(t, func() bool { return pipeMetric(t, h, "directgate_pipelined_reads_in_flight") == 0 },
+			func() string { return "a pipelined read stays in flight" })
+		return pipeRead(t, bc, q)
+	}
 	for i := range 3 {
 		if got := read(plain); !bytes.Contains(got, []byte("\x01v\x05")) || bytes.Contains(got, []byte("v1")) {
 			t.Fatalf("round %d, default sql_mode: %q, want the string 'v'", i, clip(got))

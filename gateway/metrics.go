@@ -154,10 +154,12 @@ type metrics struct {
 	// read's own answer broke off with nothing sent to the client.
 	pipeFallbacks [2]prometheus.Counter
 	// pipeInFlight counts the reads written to a pipe whose turn has not
-	// ended; pipeDiagLosses the pipelined reads whose warnings list was
-	// cleared by the read queued behind.
+	// ended; pipeDiagLosses the pipelined reads whose conditions could
+	// not be read (their connection broke first); pipeLate the reads
+	// that found every pipe late (pipelining.late_after).
 	pipeInFlight   prometheus.Gauge
 	pipeDiagLosses prometheus.Counter
+	pipeLate       prometheus.Counter
 
 	// offloads and connWaits count, for sessions on io_uring loops, the
 	// waits that went to a goroutine and the waits for a pooled
@@ -305,7 +307,7 @@ func (m *metrics) pipelineCollectors() []prometheus.Collector {
 	})
 	m.pipeDiagLosses = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "directgate_pipelined_read_conditions_lost_total",
-		Help: "Pipelined reads whose answer had warnings or an error while another read was already queued behind them on the connection: SHOW WARNINGS can no longer list their warnings (the counts, and an error, stay right).",
+		Help: "Pipelined reads whose conditions (warnings, an error) or FOUND_ROWS() could not be read from their connection: it broke first, or, for FOUND_ROWS() after an error part-way through a result set, a read was queued behind. SHOW WARNINGS then lists nothing (the counts, and an error, stay right).",
 	})
 	m.pipeInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "directgate_pipelined_reads_in_flight",
@@ -317,7 +319,11 @@ func (m *metrics) pipelineCollectors() []prometheus.Collector {
 	}, []string{"reason"})
 	m.pipeFallbacks[0] = fallbacks.WithLabelValues("pipe_broken")
 	m.pipeFallbacks[1] = fallbacks.WithLabelValues("connection_lost")
-	return []prometheus.Collector{m.pipelined, fallbacks, m.pipeInFlight, m.pipeDiagLosses}
+	m.pipeLate = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "directgate_pipelined_reads_late_total",
+		Help: "Reads pipelining would have taken that ran the usual way because every pipe of their backend account and session state had a read out longer than pipelining.late_after (a slow read, a lock wait).",
+	})
+	return []prometheus.Collector{m.pipelined, fallbacks, m.pipeInFlight, m.pipeDiagLosses, m.pipeLate}
 }
 
 // pipeDiagLost counts a pipelined read whose conditions were cleared by
@@ -345,6 +351,12 @@ func (m *metrics) pipelinedRead() {
 // pipeFallback counts a read that left its pipe for the usual path:
 // lost says its own answer broke off, otherwise a turn before broke the
 // pipe.
+func (m *metrics) pipesLate() {
+	if m != nil {
+		m.pipeLate.Inc()
+	}
+}
+
 func (m *metrics) pipeFallback(lost bool) {
 	if m == nil {
 		return

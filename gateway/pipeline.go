@@ -22,12 +22,23 @@ import (
 // arrives: on two cores that halves MariaDB's CPU per point select
 // (docs/benchmarks.md, "Pipelining").
 //
+// A read written behind another carries a prelude (pipePrelude, see
+// pools.Pipe): SHOW WARNINGS, run just before it, lists what the read
+// before left on the connection, which the read itself then clears. The
+// read before takes that list when it raised conditions, so that SHOW
+// WARNINGS in its session shows what MariaDB's would; otherwise the read
+// behind drops it.
+//
 // A read never fails because of the pipe: one whose pipe broke before
 // it was sent, or before its turn came, has sent its client nothing and
 // runs the usual way. A read whose answer shows the connection changed
 // (trackers, a transaction, more results) retires the pipe: its
 // connection goes back to the pool, to be reset, and the session, whose
 // state it was, ends. Sessions on io_uring loops keep the usual path.
+
+// pipePrelude is the prelude of a read written behind another: the
+// command byte, then a statement that comes before the read's own text.
+const pipePrelude = "\x03SHOW WARNINGS;"
 
 // pipeKey says which pipes a read may join: the backend account of its
 // session and the session state the connection was brought in line
@@ -62,16 +73,18 @@ type pipeGroup struct {
 	opening bool
 }
 
-// take returns the pipe of key k with the fewest reads in flight, or the
-// group to open one for (open true: the caller runs openPipe, which ends
-// the opening) when the group has fewer than n pipes and the account
-// fewer than n, taking an idle pipe of another state of the account when
-// the group has none. A nil pipe and false: the read goes the usual way.
-func (g *pipeGroups) take(k pipeKey, n int) (p *pools.Pipe[*backendConn], pg *pipeGroup, open bool) {
+// take returns the pipe of key k with the fewest reads in flight, of
+// those not late (Pipe.Busy for late after now), or the group to open one
+// for (open true: the caller runs openPipe, which ends the opening) when
+// the group has fewer than n pipes and the account fewer than n, taking
+// an idle pipe of another state of the account when the group has none.
+// A nil pipe and false: the read goes the usual way (late: every pipe of
+// the group was).
+func (g *pipeGroups) take(k pipeKey, n int, now time.Time, late time.Duration) (p *pools.Pipe[*backendConn], pg *pipeGroup, open, wasLate bool) {
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
-		return nil, nil, false
+		return nil, nil, false, false
 	}
 	pg = g.m[k]
 	if pg == nil {
@@ -95,7 +108,7 @@ func (g *pipeGroups) take(k pipeKey, n int) (p *pools.Pipe[*backendConn], pg *pi
 			if idle != nil {
 				endPipe(idle, idle.Retire())
 			}
-			return nil, pg, true
+			return nil, pg, true, false
 		}
 	}
 	g.mu.Unlock()
@@ -103,16 +116,20 @@ func (g *pipeGroups) take(k pipeKey, n int) (p *pools.Pipe[*backendConn], pg *pi
 	best, bestDepth := -1, 0
 	for i := range pg.pipes {
 		j := (pg.next + i) % len(pg.pipes)
+		if pg.pipes[j].Busy(now, late) {
+			wasLate = true
+			continue
+		}
 		d := pg.pipes[j].Depth()
 		if best < 0 || d < bestDepth {
 			best, bestDepth = j, d
 		}
 	}
 	if best < 0 {
-		return nil, pg, false
+		return nil, pg, false, wasLate
 	}
 	pg.next = best + 1
-	return pg.pipes[best], pg, false
+	return pg.pipes[best], pg, false, false
 }
 
 // takeIdle removes an idle pipe of k's account in another state from
@@ -232,6 +249,13 @@ func (ss *Session) openPipe(be *backend, pg *pipeGroup) (p *pools.Pipe[*backendC
 		l.Destroy()
 		return nil
 	}
+	if !conn.multiStmt { // for the preludes; the reads are single statements
+		if _, err := conn.SimpleCommand([]byte{wire.ComSetOption, 0, 0}); err != nil {
+			l.Destroy()
+			return nil
+		}
+		conn.multiStmt = true
+	}
 	return pools.NewPipe(l)
 }
 
@@ -243,7 +267,7 @@ func (ss *Session) openPipe(be *backend, pg *pipeGroup) (p *pools.Pipe[*backendC
 // have reached a backend whose pipe then broke: a read may be retried so).
 func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *config.Cluster, seen *exchanged) (handled bool, err error) {
 	n := conf.Pipelining.Connections
-	if n <= 0 || ss.task != nil || len(p) >= wire.MaxPacketPayload || !ss.consolidable(route, sql) {
+	if n <= 0 || ss.task != nil || p[0] != wire.ComQuery || len(p)+len(pipePrelude) >= wire.MaxPacketPayload || !ss.consolidable(route, sql) {
 		return false, nil
 	}
 	if in := &ss.insight; in.active && (in.dec.Timeout > 0 || in.dec.MaxRows > 0) {
@@ -253,11 +277,15 @@ func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *
 	if be == nil || r == roleReplica && ss.causalReads() {
 		return false, nil
 	}
-	pipe, pg, open := be.pipes.take(pipeKey{account: ss.poolKey(), state: ss.stateKey()}, n)
+	now := time.Now()
+	pipe, pg, open, late := be.pipes.take(pipeKey{account: ss.poolKey(), state: ss.stateKey()}, n, now, conf.Pipelining.LateAfter)
 	if open {
 		pipe = ss.openPipe(be, pg)
 	}
 	if pipe == nil {
+		if late {
+			ss.srv.metrics.pipesLate()
+		}
 		return false, nil
 	}
 	if conn := pipe.Lease().Conn(); conn.globals < ss.cluster.globals.Load() {
@@ -275,10 +303,14 @@ func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *
 		return true, ss.writeErr(e)
 	}
 	t := &ss.pipeTurn
-	dead, err := pipe.Send(t, func(c *backendConn) error {
+	dead, err := pipe.Send(t, now, func(c *backendConn, behind bool) (bool, error) {
 		var err error
-		ss.pipeBuf, err = c.WritePipelined(ss.pipeBuf, p)
-		return err
+		if behind && c.multiStmt {
+			ss.pipeBuf, err = c.WritePipelined(ss.pipeBuf, []byte(pipePrelude), p[1:])
+			return true, err
+		}
+		ss.pipeBuf, err = c.WritePipelined(ss.pipeBuf, nil, p)
+		return false, err
 	})
 	if err != nil {
 		pg.drop(pipe)
@@ -288,6 +320,9 @@ func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *
 	ss.srv.metrics.pipeTurn(1)
 	defer ss.srv.metrics.pipeTurn(-1)
 	conn, err := pipe.Wait(t)
+	if err == nil {
+		err = skipPrelude(conn, t)
+	}
 	if err != nil {
 		pg.drop(pipe)
 		endPipe(pipe, pipe.Done(t, false))
@@ -363,6 +398,18 @@ func (ss *Session) pipelinedDiag(pipe *pools.Pipe[*backendConn], t *pools.Turn, 
 	case ran:
 		return true
 	}
+	ran, err = pipe.TakePrelude(t, func(c *backendConn) error { return ss.preludeConditions(c, res) })
+	switch {
+	case err != nil:
+		d.lost()
+		return false
+	case ran:
+		if d.onConn != 0 {
+			d.lost() // FOUND_ROWS() after an error part-way through rows
+			ss.srv.metrics.pipeDiagLost()
+		}
+		return true
+	}
 	d.lost()
 	if res.Err != nil {
 		d.localError(res.Err)
@@ -373,14 +420,71 @@ func (ss *Session) pipelinedDiag(pipe *pools.Pipe[*backendConn], t *pools.Turn, 
 	return true
 }
 
+// skipPrelude reads, when turn t carries a prelude the read before did
+// not take, the prelude's answer from conn and drops it, and sets conn's
+// sequence id for the read's own answer.
+func skipPrelude(conn *backendConn, t *pools.Turn) error {
+	if !t.Prelude() {
+		conn.SetSeq(1)
+		return nil
+	}
+	if !t.PreludeLeft() {
+		return nil // the read before read it: the sequence id follows it
+	}
+	conn.SetSeq(1)
+	return readPrelude(conn, func([][]byte) {})
+}
+
+// readPrelude reads the answer of a pipelined read's prelude from conn,
+// its sequence id set, handing each row to row. Any error (SHOW WARNINGS
+// fails only when the connection is being killed, and then the read
+// behind it is not run) leaves the pipe to be broken.
+func readPrelude(conn *backendConn, row func([][]byte)) error {
+	var end wire.OK
+	more, err := conn.ReadResult(row, &end)
+	if err == nil && !more {
+		err = errors.New("the answer of a pipelined read's prelude claims no read behind it")
+	}
+	return err
+}
+
+// preludeConditions reads, from the answer of the prelude written before
+// the read behind it, the conditions a pipelined read answered res left:
+// what SHOW WARNINGS and the counts show next in the session.
+func (ss *Session) preludeConditions(conn *backendConn, res wire.Result) error {
+	d := &ss.diag
+	d.setWarnings(0, 0)
+	var errs uint64
+	conn.SetSeq(1)
+	err := readPrelude(conn, func(row [][]byte) {
+		if len(row) == 3 {
+			d.conds = append(d.conds, [3][]byte{clone(row[0]), clone(row[1]), clone(row[2])})
+			if string(row[0]) == "Error" {
+				errs++
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	warns := uint64(res.Warnings)
+	if res.Err != nil { // the error is one of the conditions
+		errs = max(errs, 1)
+		warns = max(uint64(len(d.conds)), errs)
+	}
+	d.warnCount, d.errCount = warns, errs
+	d.onConn &^= diagWarnings
+	conn.warnListed = warns > 0 || errs > 0
+	return nil
+}
+
 // relayPipelined relays the answer of a pipelined read from conn.
 func (ss *Session) relayPipelined(conn *backendConn) (wire.Result, error) {
 	load := &conn.be.load
 	start := time.Now()
 	load.Begin()
 	defer func() { load.End(start, time.Now()) }()
-	conn.SetSeq(1)
-	ss.relayFor(conn)
+	ss.relayFor(conn) // conn's sequence id is set (skipPrelude)
 	ss.relay.BeforeEnd = ss.endHook(wire.ResponseQuery)
 	ss.arm(conn) // the digest's backend; no rule's timeout or max_rows (see pipelined)
 	res, err := ss.relay.Run(ss.client, conn.Conn, wire.ResponseQuery)

@@ -3,6 +3,7 @@ package pools
 import (
 	"errors"
 	"sync"
+	"time"
 )
 
 // A Pipe shares one leased connection among callers that each write a
@@ -23,6 +24,13 @@ import (
 // outstanding turn reports the pipe dead: its connection must be
 // destroyed. A write that fails breaks the pipe too.
 //
+// A request written behind another may carry a prelude: a request of
+// its own, written before it, whose answer belongs to the turn before
+// (say, "SHOW WARNINGS" for what that turn's request left on the
+// connection, which the request behind would clear). The turn before
+// reads it with TakePrelude when it wants it; otherwise the turn that
+// carries it reads it (PreludeLeft) and drops it before its own answer.
+//
 // A Pipe never closes or releases its lease: its owner does, once, when
 // a call reports the pipe dead (Send, Done or Retire): Destroy when it is
 // Broken, Release when it was only retired.
@@ -41,6 +49,8 @@ type Pipe[C Conn] struct {
 	retired bool
 	// gone: dead was reported (deadNow), so it is reported once.
 	gone bool
+	// headSent is when the oldest outstanding turn's request was written.
+	headSent time.Time
 }
 
 // Turn is one request's place in a Pipe. A caller with one request in
@@ -56,7 +66,22 @@ type Turn struct {
 	brokenBefore bool
 	// waiting: a turn before this one was outstanding when it was sent.
 	waiting bool
+	// sent is when the request was written.
+	sent time.Time
+	// prelude: the request was written with a prelude for the turn
+	// before; preludeTaken: that turn read its answer (written by that
+	// turn before ready is signalled, read after).
+	prelude, preludeTaken bool
 }
+
+// Prelude reports that t's request was written with a prelude. Call it
+// after Send.
+func (t *Turn) Prelude() bool { return t.prelude }
+
+// PreludeLeft reports that t's request carries a prelude whose answer
+// the turn before left on the connection: t must read it, before its own
+// answer. Call it after Wait.
+func (t *Turn) PreludeLeft() bool { return t.prelude && !t.preludeTaken }
 
 // ErrPipeBroken is returned by Send and Wait when the pipe is broken: the
 // request was not sent, or its answer can no longer be told apart from
@@ -79,16 +104,28 @@ func (p *Pipe[C]) Depth() int {
 	return p.depth
 }
 
+// Busy reports whether the oldest outstanding turn's request was written
+// more than d before now: its answer is late (a slow statement, a lock
+// wait), and a request sent now would wait for it too.
+func (p *Pipe[C]) Busy(now time.Time, d time.Duration) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.depth > 0 && now.Sub(p.headSent) > d
+}
+
 // Send writes a request with write, under the pipe's lock, and queues t
-// behind the outstanding turns. A write that fails breaks the pipe (part
-// of the request may be on the connection): t is not queued, the error is
+// behind the outstanding turns; now is the time of the write (Busy
+// measures from it). behind tells write that a turn is outstanding; write
+// reports whether it wrote a prelude (see Pipe) before the request, which
+// it may only do when behind. A write that fails breaks the pipe (part of
+// the request may be on the connection): t is not queued, the error is
 // returned as it is, and dead is as for Done. On a broken or retired pipe
 // write is not called.
-func (p *Pipe[C]) Send(t *Turn, write func(C) error) (dead bool, err error) {
+func (p *Pipe[C]) Send(t *Turn, now time.Time, write func(c C, behind bool) (prelude bool, err error)) (dead bool, err error) {
 	if t.ready == nil {
 		t.ready = make(chan struct{}, 1)
 	}
-	t.next, t.brokenBefore, t.waiting = nil, false, false
+	t.next, t.brokenBefore, t.waiting, t.prelude, t.preludeTaken = nil, false, false, false, false
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
@@ -97,9 +134,15 @@ func (p *Pipe[C]) Send(t *Turn, write func(C) error) (dead bool, err error) {
 	case p.retired:
 		return false, ErrPipeRetired
 	}
-	if err := write(p.lease.Conn()); err != nil {
+	prelude, err := write(p.lease.Conn(), p.last != nil)
+	if err != nil {
 		p.broken = true
 		return p.deadNow(), err
+	}
+	t.prelude = prelude && p.last != nil
+	t.sent = now
+	if p.depth == 0 {
+		p.headSent = now
 	}
 	if p.last != nil {
 		p.last.next = t
@@ -143,6 +186,27 @@ func (p *Pipe[C]) Alone(t *Turn, f func(C) error) (ran bool, err error) {
 	return true, f(p.lease.Conn())
 }
 
+// TakePrelude runs f with the connection when the turn queued right
+// behind t carries a prelude (see Pipe): its answer comes right after
+// t's, and f reads it; the turn behind then skips it. ran is false, and
+// f not called, when no turn behind t carries one or the pipe is broken.
+// Call it between Wait and Done, once t's answer is read; an error of f
+// means the prelude's answer was not read to its end: Done(t, false).
+func (p *Pipe[C]) TakePrelude(t *Turn, f func(C) error) (ran bool, err error) {
+	p.mu.Lock()
+	next := t.next
+	ok := next != nil && next.prelude && !p.broken
+	p.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	if err := f(p.lease.Conn()); err != nil {
+		return true, err
+	}
+	next.preludeTaken = true // read by next after Done signals it
+	return true, nil
+}
+
 // Done ends turn t: readAll says t's answer was read to its end (false
 // breaks the pipe). The next turn is handed the connection. dead reports
 // that the pipe is broken or retired and t was its last outstanding turn:
@@ -161,6 +225,7 @@ func (p *Pipe[C]) Done(t *Turn, readAll bool) (dead bool) {
 		p.last = nil
 	}
 	if next != nil {
+		p.headSent = next.sent
 		next.brokenBefore = p.broken
 		next.ready <- struct{}{}
 	}

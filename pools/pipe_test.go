@@ -56,7 +56,7 @@ func TestPipeAnswersInOrder(t *testing.T) {
 			var turn Turn
 			for i := range each {
 				id := c*each + i
-				if _, err := pipe.Send(&turn, func(*fakeConn) error { w.reqs <- id; return nil }); err != nil {
+				if _, err := pipe.Send(&turn, time.Time{}, func(*fakeConn, bool) (bool, error) { w.reqs <- id; return false, nil }); err != nil {
 					errs <- err
 					return
 				}
@@ -83,11 +83,90 @@ func TestPipeAnswersInOrder(t *testing.T) {
 	}
 }
 
+// TestPipePreludes: a request written behind another carries a prelude
+// answering for the turn before; that turn reads it when it wants it
+// (TakePrelude), otherwise the turn carrying it skips it, and every
+// caller reads its own answer. A prelude's answer is -(id+1) of the
+// request written before it.
+func TestPipePreludes(t *testing.T) {
+	pipe, w := pipeOf(t), newWireSim(t)
+	const callers, each = 16, 200
+	lastID := -1 // the request written last: written under the pipe's lock
+	var taken, skipped sync.Map
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for c := range callers {
+		wg.Go(func() {
+			var turn Turn
+			for i := range each {
+				id := c*each + i
+				_, err := pipe.Send(&turn, time.Time{}, func(_ *fakeConn, behind bool) (bool, error) {
+					if behind {
+						w.reqs <- -(lastID + 1)
+					}
+					w.reqs <- id
+					lastID = id
+					return behind, nil
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if _, err := pipe.Wait(&turn); err != nil {
+					pipe.Done(&turn, false)
+					errs <- err
+					return
+				}
+				if turn.PreludeLeft() {
+					p := <-w.answers
+					if p >= 0 {
+						pipe.Done(&turn, false) // the turns behind fail rather than wait
+						errs <- errors.New("a caller read an answer where its prelude was")
+						return
+					}
+					skipped.Store(p, true)
+				}
+				if got := <-w.answers; got != id {
+					pipe.Done(&turn, false)
+					errs <- errors.New("a caller read another caller's answer")
+					return
+				}
+				if id%2 == 0 {
+					_, err := pipe.TakePrelude(&turn, func(*fakeConn) error {
+						if p := <-w.answers; p != -(id + 1) {
+							return errors.New("a caller took a prelude not its own")
+						}
+						taken.Store(id, true)
+						return nil
+					})
+					if err != nil {
+						pipe.Done(&turn, false)
+						errs <- err
+						return
+					}
+				}
+				pipe.Done(&turn, true)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	n, m := 0, 0
+	taken.Range(func(any, any) bool { n++; return true })
+	skipped.Range(func(any, any) bool { m++; return true })
+	if n == 0 || m == 0 {
+		t.Fatalf("%d preludes taken, %d skipped: the test did not exercise both", n, m)
+	}
+}
+
 // sendTurn sends a request of id on pipe and returns its turn.
 func sendTurn(t *testing.T, pipe *Pipe[*fakeConn], w *wireSim, id int) *Turn {
 	t.Helper()
 	turn := new(Turn)
-	if dead, err := pipe.Send(turn, func(*fakeConn) error { w.reqs <- id; return nil }); err != nil || dead {
+	if dead, err := pipe.Send(turn, time.Time{}, func(*fakeConn, bool) (bool, error) { w.reqs <- id; return false, nil }); err != nil || dead {
 		t.Fatalf("send %d: dead %v, %v", id, dead, err)
 	}
 	return turn
@@ -105,7 +184,7 @@ func TestPipeBrokenByUnreadAnswer(t *testing.T) {
 	if dead := pipe.Done(first, false); dead { // its answer left unread
 		t.Fatal("dead with two turns outstanding")
 	}
-	if _, err := pipe.Send(new(Turn), func(*fakeConn) error { t.Fatal("write on a broken pipe"); return nil }); !errors.Is(err, ErrPipeBroken) {
+	if _, err := pipe.Send(new(Turn), time.Time{}, func(*fakeConn, bool) (bool, error) { t.Fatal("write on a broken pipe"); return false, nil }); !errors.Is(err, ErrPipeBroken) {
 		t.Fatalf("send on a broken pipe: %v", err)
 	}
 	for i, turn := range []*Turn{second, third} {
@@ -130,7 +209,7 @@ func TestPipeWriteFailure(t *testing.T) {
 	pipe, w := pipeOf(t), newWireSim(t)
 	first := sendTurn(t, pipe, w, 1)
 	boom := errors.New("write failed")
-	if dead, err := pipe.Send(new(Turn), func(*fakeConn) error { return boom }); !errors.Is(err, boom) || dead {
+	if dead, err := pipe.Send(new(Turn), time.Time{}, func(*fakeConn, bool) (bool, error) { return false, boom }); !errors.Is(err, boom) || dead {
 		t.Fatalf("failed write: dead %v, %v", dead, err)
 	}
 	if _, err := pipe.Wait(first); err != nil {
@@ -142,12 +221,12 @@ func TestPipeWriteFailure(t *testing.T) {
 	if dead := pipe.Done(first, true); !dead {
 		t.Fatal("the last turn of a broken pipe did not report it dead")
 	}
-	if dead, err := pipe.Send(new(Turn), func(*fakeConn) error { return boom }); !errors.Is(err, ErrPipeBroken) || dead {
+	if dead, err := pipe.Send(new(Turn), time.Time{}, func(*fakeConn, bool) (bool, error) { return false, boom }); !errors.Is(err, ErrPipeBroken) || dead {
 		t.Fatalf("send after the failure: dead %v, %v", dead, err)
 	}
 	// A failed write on an idle pipe reports it dead at once.
 	idle := pipeOf(t)
-	if dead, err := idle.Send(new(Turn), func(*fakeConn) error { return boom }); !dead || !errors.Is(err, boom) {
+	if dead, err := idle.Send(new(Turn), time.Time{}, func(*fakeConn, bool) (bool, error) { return false, boom }); !dead || !errors.Is(err, boom) {
 		t.Fatalf("failed write on an idle pipe: dead %v, %v", dead, err)
 	}
 }
@@ -160,7 +239,7 @@ func TestPipeRetire(t *testing.T) {
 	if dead := pipe.Retire(); dead {
 		t.Fatal("dead with a turn outstanding")
 	}
-	if _, err := pipe.Send(new(Turn), func(*fakeConn) error { return nil }); !errors.Is(err, ErrPipeRetired) {
+	if _, err := pipe.Send(new(Turn), time.Time{}, func(*fakeConn, bool) (bool, error) { return false, nil }); !errors.Is(err, ErrPipeRetired) {
 		t.Fatalf("send on a retired pipe: %v", err)
 	}
 	if _, err := pipe.Wait(turn); err != nil {
@@ -205,4 +284,37 @@ func TestPipeAlone(t *testing.T) {
 		t.Fatal("Alone ran with a turn queued behind")
 	}
 	pipe.Done(first, true)
+}
+
+// TestPipeBusy: a pipe is late while its oldest outstanding request was
+// written longer ago than the bound; the next one's write time counts once
+// the oldest is done, and an idle pipe is never late.
+func TestPipeBusy(t *testing.T) {
+	pipe := pipeOf(t)
+	t0 := time.Unix(1000, 0)
+	write := func(*fakeConn, bool) (bool, error) { return false, nil }
+	a, b := new(Turn), new(Turn)
+	for i, turn := range []*Turn{a, b} {
+		if _, err := pipe.Send(turn, t0.Add(time.Duration(i)*10*time.Millisecond), write); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const late = 5 * time.Millisecond
+	if pipe.Busy(t0.Add(4*time.Millisecond), late) || !pipe.Busy(t0.Add(6*time.Millisecond), late) {
+		t.Fatal("the first request's age does not decide")
+	}
+	if _, err := pipe.Wait(a); err != nil {
+		t.Fatal(err)
+	}
+	pipe.Done(a, true)
+	if pipe.Busy(t0.Add(14*time.Millisecond), late) || !pipe.Busy(t0.Add(16*time.Millisecond), late) {
+		t.Fatal("once the first is done, the second request's age does not decide")
+	}
+	if _, err := pipe.Wait(b); err != nil {
+		t.Fatal(err)
+	}
+	pipe.Done(b, true)
+	if pipe.Busy(t0.Add(time.Hour), late) {
+		t.Fatal("an idle pipe is late")
+	}
 }

@@ -365,51 +365,62 @@ func (bc *BackendConn) query(query string, row func([][]byte), last *OK) error {
 		return err
 	}
 	for {
+		more, err := bc.ReadResult(row, last)
+		if err != nil || !more {
+			return err
+		}
+	}
+}
+
+// ReadResult reads one result of the answer to a command already written
+// (an OK, an ERR or a result set, whose rows it hands to row as QueryRows
+// does) and reports whether more results follow
+// (SERVER_MORE_RESULTS_EXISTS). last gets the OK, or the status of the
+// result set's end. The sequence id must be the result's first: 1 for
+// the first result of an answer (SetSeq). A backend error comes back as
+// *SQLError; any other error means the connection is broken.
+func (bc *BackendConn) ReadResult(row func([][]byte), last *OK) (more bool, err error) {
+	for {
 		p, err := bc.ReadPacket()
 		if err != nil {
-			return err
+			return false, err
 		}
 		switch {
 		case IsERR(p):
-			return ParseERR(p)
+			return false, ParseERR(p)
 		case IsOK(p):
 			ok, _ := ParseOK(p)
 			*last = ok
-			if ok.Status&StatusMoreResults == 0 {
-				return nil
-			}
-			continue
+			return ok.Status&StatusMoreResults != 0, nil
 		case len(p) > 0 && p[0] == localInfileHeader:
 			if err := bc.WritePacket(nil); err != nil {
-				return err
+				return false, err
 			}
 			if err := bc.Flush(); err != nil {
-				return err
+				return false, err
 			}
 			continue
 		}
 		ncols, _, ok := readLenEnc(p)
 		if !ok {
-			return ErrMalformed
+			return false, ErrMalformed
 		}
 		if err := bc.skipDefinitions(int(ncols)); err != nil {
-			return err
+			return false, err
 		}
 		vals := make([][]byte, ncols)
-		more := false
 		for {
 			p, err := bc.ReadPacket()
 			if err != nil {
-				return err
+				return false, err
 			}
 			if IsERR(p) {
-				return ParseERR(p)
+				return false, ParseERR(p)
 			}
 			if bc.isEnd(p) {
 				_, st := endStatus(p)
 				last.Status = st
-				more = st&StatusMoreResults != 0
-				break
+				return st&StatusMoreResults != 0, nil
 			}
 			rest := p
 			for i := range vals {
@@ -419,14 +430,11 @@ func (bc *BackendConn) query(query string, row func([][]byte), last *OK) error {
 				}
 				s, n, ok := readLenEncString(rest)
 				if !ok {
-					return ErrMalformed
+					return false, ErrMalformed
 				}
 				vals[i], rest = s, rest[n:]
 			}
 			row(vals)
-		}
-		if !more {
-			return nil
 		}
 	}
 }

@@ -245,15 +245,18 @@ func (c *Conn) WriteCommand(payload []byte) error {
 // reader uses: the sequence id and the write buffer. It is for a
 // connection whose answers another goroutine may be reading meanwhile
 // (pools.Pipe): the reader sets the sequence id to 1 (SetSeq) when its
-// turn comes. buf is scratch storage, returned for reuse. A payload of
-// MaxPacketPayload bytes or more is refused: it would need several packets.
-func (c *Conn) WritePipelined(buf, payload []byte) ([]byte, error) {
-	n := len(payload)
+// turn comes. The payload is head followed by rest (head may be empty:
+// it lets a caller put text between a command byte and its argument
+// without copying twice). buf is scratch storage, returned for reuse. A
+// payload of MaxPacketPayload bytes or more is refused: it would need
+// several packets.
+func (c *Conn) WritePipelined(buf, head, rest []byte) ([]byte, error) {
+	n := len(head) + len(rest)
 	if n >= MaxPacketPayload {
 		return buf, errors.New("wire: a pipelined command must fit one packet")
 	}
 	buf = append(buf[:0], byte(n), byte(n>>8), byte(n>>16), 0)
-	buf = append(buf, payload...)
+	buf = append(append(buf, head...), rest...)
 	_, err := c.nc.Write(buf)
 	return buf, err
 }

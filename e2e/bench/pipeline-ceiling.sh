@@ -7,9 +7,12 @@
 # and ProxySQL when PROXYSQL_UP is set, alternating, in one run. Run from the
 # project root on a machine that has ../shared/bench (as for floorbench.sh):
 #
-#   [THREADS=64] [TIME=10] [ROUNDS=2] [CONNS="2 4 8"] [PIPELINING="2"] [PROXYSQL_UP=../proxysql/up.sh] \
+#   [THREADS=64] [TIME=10] [ROUNDS=2] [CONNS="2 4 8"] [CAPTURE_CONNS="2"] [PIPELINING="2"] [PROXYSQL_UP=../proxysql/up.sh] \
 #     [EXTRA_GATEWAYS="name=/path/to/gateway-binary ..."] bash e2e/bench/pipeline-ceiling.sh
 #
+# CAPTURE_CONNS (default none) adds, for each value n, piperelay with n connections
+# and -capture-warnings (what keeping every pipelined statement's warnings costs)
+# as target "pipecw<n>".
 # PIPELINING (default "2"; "" for none) adds, for each value n, the gateway of the
 # checkout with pipelining: {connections: n} as target "gwpipe<n>".
 # EXTRA_GATEWAYS adds other gateway builds (or scripts that exec one), each with
@@ -74,6 +77,12 @@ for n in ${CONNS:-2 4 8}; do
   "$STACK_DIR/piperelay" -listen 127.0.0.1:$M -backend 127.0.0.1:$P -conns "$n" >"$STACK_DIR/pipe$n.log" 2>&1 &
   STACK_PIDS+=($!); pids+=("pipe$n:$!"); targets+=("pipe$n=127.0.0.1:$M")
   stack_wait_port 127.0.0.1 "$M" 30 || { cat "$STACK_DIR/pipe$n.log"; exit 1; }
+done
+for n in ${CAPTURE_CONNS:-}; do
+  M=$(stack_free_port)
+  "$STACK_DIR/piperelay" -listen 127.0.0.1:$M -backend 127.0.0.1:$P -conns "$n" -capture-warnings >"$STACK_DIR/pipecw$n.log" 2>&1 &
+  STACK_PIDS+=($!); pids+=("pipecw$n:$!"); targets+=("pipecw$n=127.0.0.1:$M")
+  stack_wait_port 127.0.0.1 "$M" 30 || { cat "$STACK_DIR/pipecw$n.log"; exit 1; }
 done
 if [ -n "${PROXYSQL_UP:-}" ]; then
   read -r PX PXPID < <(bash "$PROXYSQL_UP" "$P" "$STACK_DIR") || exit 1

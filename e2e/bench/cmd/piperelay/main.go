@@ -51,14 +51,15 @@ func main() {
 	user := flag.String("user", "gateway", "backend account")
 	password := flag.String("password", "secret", "backend account's password")
 	db := flag.String("db", "sbtest", "database of the backend connections")
+	capture := flag.Bool("capture-warnings", false, "write \"SHOW WARNINGS;\" before each statement sent while another is in flight on its connection, and drop that result (what keeping every statement's warnings list costs)")
 	flag.Parse()
-	if err := run(*listen, *backendAddr, *conns, *user, *password, *db); err != nil {
+	if err := run(*listen, *backendAddr, *conns, *user, *password, *db, *capture); err != nil {
 		fmt.Fprintln(os.Stderr, "piperelay:", err)
 		os.Exit(1)
 	}
 }
 
-func run(listen, addr string, n int, user, password, db string) error {
+func run(listen, addr string, n int, user, password, db string, capture bool) error {
 	if n < 1 {
 		return errors.New("-conns must be at least 1")
 	}
@@ -74,7 +75,7 @@ func run(listen, addr string, n int, user, password, db string) error {
 	if err != nil {
 		return err
 	}
-	r := &relay{backends: backends}
+	r := &relay{backends: backends, capture: capture}
 	for _, b := range backends {
 		go func() {
 			err := b.answer()
@@ -95,6 +96,8 @@ type relay struct {
 	backends []*backend
 	next     atomic.Uint32
 	ids      atomic.Uint32
+	// capture: -capture-warnings.
+	capture bool
 }
 
 // client is one accepted connection. mu is held while an answer is
@@ -112,7 +115,16 @@ type backend struct {
 	mu      sync.Mutex
 	nc      net.Conn
 	br      *bufio.Reader
-	pending chan *client
+	pending chan sent
+	// inflight counts the statements written and not yet answered.
+	inflight atomic.Int32
+}
+
+// sent is a statement written to a backend connection: whose answer it
+// is, and whether a SHOW WARNINGS result comes before it.
+type sent struct {
+	c        *client
+	prefixed bool
 }
 
 func dialBackend(addr, user, password, db string) (*backend, error) {
@@ -133,7 +145,7 @@ func dialBackend(addr, user, password, db string) (*backend, error) {
 	// Read and written directly from here on: the answers are parsed by
 	// answer, and statements are written while it reads.
 	nc := bc.NetConn().(interface{ NetConn() net.Conn }).NetConn()
-	return &backend{nc: nc, br: bufio.NewReaderSize(nc, 64<<10), pending: make(chan *client, 1<<16)}, nil
+	return &backend{nc: nc, br: bufio.NewReaderSize(nc, 64<<10), pending: make(chan sent, 1<<16)}, nil
 }
 
 // serve greets c, accepts its login and pipelines its statements.
@@ -162,9 +174,17 @@ func (r *relay) serve(nc net.Conn) {
 		case wire.ComQuery:
 			b := r.backends[r.next.Add(1)%uint32(len(r.backends))]
 			b.mu.Lock()
-			_, err := b.nc.Write(p)
+			s := sent{c: c, prefixed: r.capture && b.inflight.Load() > 0}
+			w := p
+			if s.prefixed {
+				w = append(append(append(w[:0:0], 0, 0, 0, 0, wire.ComQuery), "SHOW WARNINGS;"...), p[5:]...)
+				n := len(w) - 4
+				w[0], w[1], w[2] = byte(n), byte(n>>8), byte(n>>16)
+			}
+			_, err := b.nc.Write(w)
 			if err == nil {
-				b.pending <- c
+				b.inflight.Add(1)
+				b.pending <- s
 			}
 			b.mu.Unlock()
 			if err != nil {
@@ -185,9 +205,16 @@ func (r *relay) serve(nc net.Conn) {
 // their clients, in order.
 func (b *backend) answer() error {
 	var p []byte
-	for c := range b.pending {
+	for s := range b.pending {
+		c := s.c
+		if s.prefixed {
+			if err := b.skipResultSet(&p); err != nil {
+				return err
+			}
+		}
 		c.mu.Lock()
 		err := b.copyAnswer(c, &p)
+		b.inflight.Add(-1)
 		if err == nil {
 			_ = c.bw.Flush() // a client gone is its own business
 		}
@@ -239,6 +266,27 @@ func (b *backend) copyAnswer(c *client, p *[]byte) error {
 					return nil
 				}
 				break
+			}
+		}
+	}
+}
+
+// skipResultSet reads one result set (column count, definitions, EOF,
+// rows, EOF) and drops it.
+func (b *backend) skipResultSet(p *[]byte) error {
+	eofs := 0
+	for first := true; ; first = false {
+		var err error
+		if *p, err = readPacket(b.br, *p); err != nil {
+			return err
+		}
+		q := (*p)[4:]
+		if first && (q[0] == 0xff || q[0] == 0x00) {
+			return fmt.Errorf("SHOW WARNINGS answered %q", q)
+		}
+		if q[0] == 0xfe && len(q) < 9 {
+			if eofs++; eofs == 2 {
+				return nil
 			}
 		}
 	}
