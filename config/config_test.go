@@ -89,6 +89,35 @@ func TestProtectionDefaults(t *testing.T) {
 	}
 }
 
+// TestPipeliningSettings: pipelining is off by default, with its bound
+// and warnings mode defaulted; a bad mode or a pipe count not below the
+// pool's size is refused with what to write instead.
+func TestPipeliningSettings(t *testing.T) {
+	c, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Clusters[0].Pipelining; p.Connections != 0 || p.LateAfter != 20*time.Millisecond || p.Warnings != PipeWarningsListed {
+		t.Errorf("pipelining defaults: %+v", p)
+	}
+	c, err = Parse([]byte(minimal + "    pipelining: {connections: 2, late_after: 5ms, warnings: counted}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Clusters[0].Pipelining; p.Connections != 2 || p.LateAfter != 5*time.Millisecond || p.Warnings != PipeWarningsCounted {
+		t.Errorf("pipelining set: %+v", p)
+	}
+	for extra, want := range map[string]string{
+		"    pipelining: {connections: 2, warnings: lost}\n":  `pipelining.warnings: is "lost"; use "listed"`,
+		"    pipelining: {connections: 64}\n":                 "pipelining.connections: must be below pool.size (64)",
+		"    pipelining: {connections: 2, late_after: -1s}\n": "pipelining.late_after: must not be negative",
+	} {
+		if _, err := Parse([]byte(minimal + extra)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", strings.TrimSpace(extra), err, want)
+		}
+	}
+}
+
 func TestParseByteSize(t *testing.T) {
 	for in, want := range map[string]ByteSize{"0": 0, "1048576": 1 << 20, "1MiB": 1 << 20, "512 KiB": 512 << 10, "2GiB": 2 << 30, "1KB": 1000, "3mb": 3e6, "7B": 7} {
 		if got, err := ParseByteSize(in); err != nil || got != want {

@@ -190,6 +190,9 @@ func (cl *Cluster) applyProtectionDefaults() {
 	if cl.Pipelining.LateAfter == 0 {
 		cl.Pipelining.LateAfter = 20 * time.Millisecond
 	}
+	if cl.Pipelining.Warnings == "" {
+		cl.Pipelining.Warnings = PipeWarningsListed
+	}
 }
 
 // applyDefaults fills in a cluster's pool defaults (Cluster.applyDefaults).

@@ -311,6 +311,9 @@ func (cl *Cluster) checkProtections(k string, p *problems) {
 	p.nonNegative(k+".shedding.max_queue_wait", cl.Shedding.MaxQueueWait < 0, " (0: no limit)")
 	p.nonNegative(k+".pipelining.connections", cl.Pipelining.Connections < 0, " (0 turns pipelining off)")
 	p.nonNegative(k+".pipelining.late_after", cl.Pipelining.LateAfter < 0)
+	if w := cl.Pipelining.Warnings; w != PipeWarningsListed && w != PipeWarningsCounted {
+		p.bad(k+".pipelining.warnings", "is %q; use %q (SHOW WARNINGS lists every pipelined read's warnings) or %q (faster; a read's warnings list may be lost, the counts stay right)", w, PipeWarningsListed, PipeWarningsCounted)
+	}
 	if cl.Pipelining.Connections >= cl.Pool.Size && cl.Pool.Size > 0 {
 		p.bad(k+".pipelining.connections", "must be below pool.size (%d): the pipelines take their connections from the pool", cl.Pool.Size)
 	}

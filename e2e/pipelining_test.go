@@ -46,14 +46,19 @@ func pipeMetric(t *testing.T, h http.Handler, family string) float64 {
 }
 
 // TestPipeliningAnswersEachClient: many clients' reads share two
-// connections, and every client gets the answer of its own read; with
-// consolidation on too, its leaders' reads are the ones pipelined.
+// connections, and every client gets the answer of its own read, with
+// the reads behind others carrying their SHOW WARNINGS prelude (listed)
+// or not (counted); with consolidation on too, its leaders' reads are the
+// ones pipelined.
 func TestPipeliningAnswersEachClient(t *testing.T) {
 	consolTable(t, 200, 10)
-	for _, consolidation := range []bool{false, true} {
-		t.Run(fmt.Sprint("consolidation=", consolidation), func(t *testing.T) {
-			pipeAnswersEachClient(t, pipeGateway(t, 2, fmt.Sprintf("consolidation: {enabled: %v}", consolidation)))
-		})
+	for _, warnings := range []string{"listed", "counted"} {
+		for _, consolidation := range []bool{false, true} {
+			t.Run(fmt.Sprintf("warnings=%s,consolidation=%v", warnings, consolidation), func(t *testing.T) {
+				pipeAnswersEachClient(t, pipeGatewayConf(t, "{connections: 2, warnings: "+warnings+"}",
+					fmt.Sprintf("consolidation: {enabled: %v}", consolidation)))
+			})
+		}
 	}
 }
 
@@ -210,27 +215,12 @@ func TestPipeliningWarnings(t *testing.T) {
 	for _, head := range []string{pipeWarnRead, bad} {
 		t.Run("queued behind/"+head, func(t *testing.T) {
 			wantAll := directRaw(t, 0, head, pipeShowWarn, pipeWarnCnt, errCnt)
-			unlock := lockTable(t)
-			if err := c.WriteCommand(append([]byte{wire.ComQuery}, head...)); err != nil {
-				t.Fatal(err)
-			}
-			waitUntil(t, func() bool { return inMariaDB(t, head) == 1 }, func() string { return "the read is not running in MariaDB" })
-			other := dialRaw(t, srv.Addr().String(), appUser, appPass, 0)
-			const behind = "SELECT v FROM e2e.consol WHERE id = 1"
-			if err := other.WriteCommand(append([]byte{wire.ComQuery}, behind...)); err != nil {
-				t.Fatal(err)
-			}
-			waitUntil(t, func() bool { return pipeMetric(t, h, "directgate_pipelined_reads_in_flight") == 2 },
-				func() string { return "the second read did not join the pipe" })
-			unlock()
-			switch got := rawResult(t, c.Conn, false); {
+			got := pipeQueueBehind(t, srv, c, head)
+			switch {
 			case head == pipeWarnRead:
 				sameRead(t, got)
 			case !bytes.Equal(maskNoIndex(got), maskNoIndex(wantAll[0])):
 				t.Fatalf("%s: gateway %q, MariaDB %q", head, clip(got), clip(wantAll[0]))
-			}
-			if got := rawResult(t, other.Conn, false); !bytes.Contains(got, []byte("\x02v1")) {
-				t.Fatalf("the read behind: %q, want the row of id 1", clip(got))
 			}
 			for i, q := range []string{pipeShowWarn, pipeWarnCnt, errCnt} {
 				if got := read(q); !bytes.Equal(maskNoIndex(got), maskNoIndex(wantAll[i+1])) {
@@ -241,6 +231,54 @@ func TestPipeliningWarnings(t *testing.T) {
 				t.Fatalf("%v reads lost their conditions", n)
 			}
 		})
+	}
+}
+
+// pipeQueueBehind runs the read head on c (a session of srv, whose pipe
+// for it is its only one) while a read of another session is queued
+// behind it on the pipe: head waits on a table lock until the other read
+// has joined. It checks the other read's answer and returns head's.
+func pipeQueueBehind(t *testing.T, srv *gateway.Server, c *wire.BackendConn, head string) []byte {
+	t.Helper()
+	h := srv.HTTPHandler()
+	unlock := lockTable(t)
+	if err := c.WriteCommand(append([]byte{wire.ComQuery}, head...)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { return inMariaDB(t, head) == 1 }, func() string { return "the read is not running in MariaDB" })
+	other := dialRaw(t, srv.Addr().String(), appUser, appPass, 0)
+	const behind = "SELECT v FROM e2e.consol WHERE id = 1"
+	if err := other.WriteCommand(append([]byte{wire.ComQuery}, behind...)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { return pipeMetric(t, h, "directgate_pipelined_reads_in_flight") == 2 },
+		func() string { return "the second read did not join the pipe" })
+	unlock()
+	got := rawResult(t, c.Conn, false)
+	if o := rawResult(t, other.Conn, false); !bytes.Contains(o, []byte("\x02v1")) {
+		t.Fatalf("the read behind: %q, want the row of id 1", clip(o))
+	}
+	return got
+}
+
+// TestPipeliningWarningsCounted: with warnings: counted, a read with
+// warnings and a read queued behind it keeps the counts right, but SHOW
+// WARNINGS has nothing to list (the read behind cleared it), and the loss
+// is counted.
+func TestPipeliningWarningsCounted(t *testing.T) {
+	consolTable(t, 10, 10)
+	srv := pipeGatewayConf(t, "{connections: 1, warnings: counted}")
+	want := directRaw(t, 0, pipeWarnRead, pipeWarnCnt)
+	c := dialRaw(t, srv.Addr().String(), appUser, appPass, 0)
+	pipeQueueBehind(t, srv, c, pipeWarnRead)
+	if got := pipeRead(t, c, pipeWarnCnt); !bytes.Equal(got, want[1]) {
+		t.Fatalf("%s: gateway %q, MariaDB %q", pipeWarnCnt, clip(got), clip(want[1]))
+	}
+	if got := pipeRead(t, c, pipeShowWarn); strings.Contains(string(got), "Truncated") {
+		t.Fatalf("SHOW WARNINGS listed %q: the read behind should have cleared it", clip(got))
+	}
+	if n := pipeMetric(t, srv.HTTPHandler(), "directgate_pipelined_read_conditions_lost_total"); n != 1 {
+		t.Fatalf("%v reads lost their conditions, want 1", n)
 	}
 }
 

@@ -303,9 +303,10 @@ func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *
 		return true, ss.writeErr(e)
 	}
 	t := &ss.pipeTurn
+	listed := conf.Pipelining.Warnings != config.PipeWarningsCounted
 	dead, err := pipe.Send(t, now, func(c *backendConn, behind bool) (bool, error) {
 		var err error
-		if behind && c.multiStmt {
+		if behind && listed && c.multiStmt {
 			ss.pipeBuf, err = c.WritePipelined(ss.pipeBuf, []byte(pipePrelude), p[1:])
 			return true, err
 		}
@@ -380,11 +381,12 @@ var errPipeStateChanged = errors.New("a pipelined read changed session state on 
 // pipelinedDiag records what the pipelined read sql (routed route,
 // answered res on turn t of pipe) left for ROW_COUNT(), FOUND_ROWS() and
 // SHOW WARNINGS. What only its connection holds (conditions: warnings, an
-// error) is read from it at once when no read is queued behind it;
-// otherwise the read behind has cleared it: the counts stay right, an
-// error is listed from its answer, and the warnings' list is lost (the
-// cost pipelining's configuration names). ok false: the connection broke
-// while being read.
+// error) is read from it at once when no read is queued behind it, and
+// otherwise from the answer of the prelude of the read behind, which
+// clears it (preludeConditions). Should neither be possible (the pipe
+// broke), the counts stay right, an error is listed from its answer, and
+// a warnings list is lost (counted). ok false: the connection broke while
+// being read.
 func (ss *Session) pipelinedDiag(pipe *pools.Pipe[*backendConn], t *pools.Turn, route querypath.Route, res wire.Result, sql string) (ok bool) {
 	d := &ss.diag
 	d.afterStatement(unsafe.Slice(unsafe.StringData(sql), len(sql)), route, res, ss.status&wire.StatusNoBackslashEscapes != 0)
@@ -432,8 +434,16 @@ func skipPrelude(conn *backendConn, t *pools.Turn) error {
 		return nil // the read before read it: the sequence id follows it
 	}
 	conn.SetSeq(1)
-	return readPrelude(conn, func([][]byte) {})
+	more, err := conn.SkipResult()
+	if err == nil && !more {
+		err = errNoReadBehindPrelude
+	}
+	return err
 }
+
+// errNoReadBehindPrelude: the answer of a pipelined read's prelude said
+// no result follows it.
+var errNoReadBehindPrelude = errors.New("the answer of a pipelined read's prelude claims no read behind it")
 
 // readPrelude reads the answer of a pipelined read's prelude from conn,
 // its sequence id set, handing each row to row. Any error (SHOW WARNINGS
@@ -443,7 +453,7 @@ func readPrelude(conn *backendConn, row func([][]byte)) error {
 	var end wire.OK
 	more, err := conn.ReadResult(row, &end)
 	if err == nil && !more {
-		err = errors.New("the answer of a pipelined read's prelude claims no read behind it")
+		err = errNoReadBehindPrelude
 	}
 	return err
 }

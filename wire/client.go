@@ -372,6 +372,40 @@ func (bc *BackendConn) query(query string, row func([][]byte), last *OK) error {
 	}
 }
 
+// SkipResult is ReadResult for a result whose rows and OK the caller does
+// not want: it allocates nothing.
+func (bc *BackendConn) SkipResult() (more bool, err error) {
+	p, err := bc.ReadPacket()
+	switch {
+	case err != nil:
+		return false, err
+	case IsERR(p):
+		return false, ParseERR(p)
+	case IsOK(p):
+		ok, _ := ParseOK(p)
+		return ok.Status&StatusMoreResults != 0, nil
+	}
+	ncols, _, ok := readLenEnc(p)
+	if !ok || len(p) > 0 && p[0] == localInfileHeader {
+		return false, ErrMalformed
+	}
+	if err := bc.skipDefinitions(int(ncols)); err != nil {
+		return false, err
+	}
+	for {
+		p, err := bc.ReadPacket()
+		switch {
+		case err != nil:
+			return false, err
+		case IsERR(p):
+			return false, ParseERR(p)
+		case bc.isEnd(p):
+			_, st := endStatus(p)
+			return st&StatusMoreResults != 0, nil
+		}
+	}
+}
+
 // ReadResult reads one result of the answer to a command already written
 // (an OK, an ERR or a result set, whose rows it hands to row as QueryRows
 // does) and reports whether more results follow
