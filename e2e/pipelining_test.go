@@ -347,6 +347,10 @@ func TestPipeliningPerSessionState(t *testing.T) {
 			func() string { return "a pipelined read stays in flight" })
 		return pipeRead(t, bc, q)
 	}
+	// A first read waits for the gateway to know its primary, which a
+	// read that finds none does the usual way; the count starts after it.
+	read(plain)
+	base := pipeMetric(t, h, "directgate_pipelined_reads_total")
 	for i := range 3 {
 		if got := read(plain); !bytes.Contains(got, []byte("\x01v\x05")) || bytes.Contains(got, []byte("v1")) {
 			t.Fatalf("round %d, default sql_mode: %q, want the string 'v'", i, clip(got))
@@ -355,7 +359,7 @@ func TestPipeliningPerSessionState(t *testing.T) {
 			t.Fatalf("round %d, ANSI_QUOTES: %q, want the column v of row 1", i, clip(got))
 		}
 	}
-	if n := pipeMetric(t, h, "directgate_pipelined_reads_total"); n != 6 {
+	if n := pipeMetric(t, h, "directgate_pipelined_reads_total") - base; n != 6 {
 		t.Errorf("%v reads pipelined, want 6", n)
 	}
 }

@@ -7,7 +7,7 @@
 # and ProxySQL when PROXYSQL_UP is set, alternating, in one run. Run from the
 # project root on a machine that has ../shared/bench (as for floorbench.sh):
 #
-#   [THREADS=64] [TIME=10] [ROUNDS=2] [CONNS="2 4 8"] [CAPTURE_CONNS="2"] [PIPELINING="2"] [PROXYSQL_UP=../proxysql/up.sh] \
+#   [THREADS=64] [TIME=10] [ROUNDS=2] [CONNS="2 4 8"] [PIPE_WARNINGS="listed counted"] [CAPTURE_CONNS="2"] [PIPELINING="2"] [PROXYSQL_UP=../proxysql/up.sh] \
 #     [EXTRA_GATEWAYS="name=/path/to/gateway-binary ..."] bash e2e/bench/pipeline-ceiling.sh
 #
 # CAPTURE_CONNS (default none) adds, for each value n, piperelay with n connections
@@ -15,6 +15,9 @@
 # as target "pipecw<n>".
 # PIPELINING (default "2"; "" for none) adds, for each value n, the gateway of the
 # checkout with pipelining: {connections: n} as target "gwpipe<n>".
+# PIPE_WARNINGS (default "listed") gives, for each of its values w, each of
+# those gateways pipelining.warnings: w; a value other than listed is in the target's
+# name ("gwpipe2counted").
 # EXTRA_GATEWAYS adds other gateway builds (or scripts that exec one), each with
 # the same configuration as the gateway of the checkout, as targets after it.
 #
@@ -57,12 +60,15 @@ YAML
 STACK_PIDS+=($!); pids+=("gateway:$!"); targets+=("gateway=127.0.0.1:$G")
 stack_wait_port 127.0.0.1 "$G" 30 || { cat "$STACK_DIR/gw.log"; exit 1; }
 for n in ${PIPELINING-2}; do
-  PG=$(stack_free_port); PH=$(stack_free_port)
-  sed -e "s/127.0.0.1:$G/127.0.0.1:$PG/; s/127.0.0.1:$H/127.0.0.1:$PH/" "$STACK_DIR/gw.yaml" >"$STACK_DIR/gwpipe$n.yaml"
-  echo "    pipelining: {connections: $n}" >>"$STACK_DIR/gwpipe$n.yaml"
-  "$STACK_DIR/gateway" serve --config "$STACK_DIR/gwpipe$n.yaml" >"$STACK_DIR/gwpipe$n.log" 2>&1 &
-  STACK_PIDS+=($!); pids+=("gwpipe$n:$!"); targets+=("gwpipe$n=127.0.0.1:$PG")
-  stack_wait_port 127.0.0.1 "$PG" 30 || { cat "$STACK_DIR/gwpipe$n.log"; exit 1; }
+  for w in ${PIPE_WARNINGS:-listed}; do
+    name=gwpipe$n; [ "$w" = listed ] || name=gwpipe$n$w
+    PG=$(stack_free_port); PH=$(stack_free_port)
+    sed -e "s/127.0.0.1:$G/127.0.0.1:$PG/; s/127.0.0.1:$H/127.0.0.1:$PH/" "$STACK_DIR/gw.yaml" >"$STACK_DIR/$name.yaml"
+    echo "    pipelining: {connections: $n, warnings: $w}" >>"$STACK_DIR/$name.yaml"
+    "$STACK_DIR/gateway" serve --config "$STACK_DIR/$name.yaml" >"$STACK_DIR/$name.log" 2>&1 &
+    STACK_PIDS+=($!); pids+=("$name:$!"); targets+=("$name=127.0.0.1:$PG")
+    stack_wait_port 127.0.0.1 "$PG" 30 || { cat "$STACK_DIR/$name.log"; exit 1; }
+  done
 done
 for spec in ${EXTRA_GATEWAYS:-}; do
   name=${spec%%=*}; bin=${spec#*=}
