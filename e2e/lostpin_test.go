@@ -57,9 +57,10 @@ func TestStateLostBeforeStatementEndsSession(t *testing.T) {
 			if _, err := a.ExecContext(ctx, "UPDATE lostpin SET v = 'a in txn' WHERE v = 'a before'"); err != nil {
 				t.Fatal(err)
 			}
-			if n := killIdle(t, root, lostpinUser); n < 1 {
-				t.Fatalf("killed %d idle pooled connections, want 1", n)
-			}
+			// MariaDB may list the thread as running for a moment after
+			// its answer reached the client (seen under make test's load).
+			waitUntil(t, func() bool { return killIdle(t, root, lostpinUser) >= 1 },
+				func() string { return "no idle pooled connection to kill" })
 			time.Sleep(200 * time.Millisecond)
 			err := ins(a, "a lost")
 			t.Logf("INSERT on the killed connection: %v", err)
@@ -144,9 +145,10 @@ func TestHeldConnectionLostInCommandEndsSession(t *testing.T) {
 					t.Fatalf("%s: %s", step.what, step.resp[4:])
 				}
 			}
-			if n := killIdle(t, root, lostpinUser); n < 1 {
-				t.Fatalf("killed %d idle pooled connections, want 1", n)
-			}
+			// MariaDB may list the thread as running for a moment after
+			// its answer reached the client (seen under make test's load).
+			waitUntil(t, func() bool { return killIdle(t, root, lostpinUser) >= 1 },
+				func() string { return "no idle pooled connection to kill" })
 			time.Sleep(200 * time.Millisecond)
 			tc.lose(t, s)
 			first, ferr := s.bc.ReadPacket()
