@@ -281,6 +281,7 @@ func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *
 	pipe, pg, open, late := be.pipes.take(pipeKey{account: ss.poolKey(), state: ss.stateKey()}, n, now, conf.Pipelining.LateAfter)
 	if open {
 		pipe = ss.openPipe(be, pg)
+		now = time.Now() // the wait for a connection is not the read's time in the pipe
 	}
 	if pipe == nil {
 		if late {
@@ -484,7 +485,9 @@ func (ss *Session) preludeConditions(conn *backendConn, res wire.Result) error {
 	}
 	d.warnCount, d.errCount = warns, errs
 	d.onConn &^= diagWarnings
-	conn.warnListed = warns > 0 || errs > 0
+	if warns > 0 || errs > 0 {
+		conn.warnListed = true
+	}
 	return nil
 }
 
