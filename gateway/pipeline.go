@@ -40,6 +40,13 @@ import (
 // command byte, then a statement that comes before the read's own text.
 const pipePrelude = "\x03SHOW WARNINGS;"
 
+// pipeMaxRead bounds the packet of a read that may be pipelined, its
+// prelude included. A longer read gains little (its own parsing is most
+// of its cost) and would come nearer the backend's max_allowed_packet,
+// which its prelude could then push it past (MariaDB would close the
+// shared connection); it goes the usual way.
+const pipeMaxRead = 16 << 10
+
 // pipeKey says which pipes a read may join: the backend account of its
 // session and the session state the connection was brought in line
 // with (stateKey).
@@ -267,7 +274,7 @@ func (ss *Session) openPipe(be *backend, pg *pipeGroup) (p *pools.Pipe[*backendC
 // have reached a backend whose pipe then broke: a read may be retried so).
 func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *config.Cluster, seen *exchanged) (handled bool, err error) {
 	n := conf.Pipelining.Connections
-	if n <= 0 || ss.task != nil || p[0] != wire.ComQuery || len(p)+len(pipePrelude) >= wire.MaxPacketPayload || !ss.consolidable(route, sql) {
+	if n <= 0 || ss.task != nil || p[0] != wire.ComQuery || len(p)+len(pipePrelude) > pipeMaxRead || !ss.consolidable(route, sql) {
 		return false, nil
 	}
 	if in := &ss.insight; in.active && (in.dec.Timeout > 0 || in.dec.MaxRows > 0) {
