@@ -284,22 +284,8 @@ func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *
 	if be == nil || r == roleReplica && ss.causalReads() {
 		return false, nil
 	}
-	now := time.Now()
-	pipe, pg, open, late := be.pipes.take(pipeKey{account: ss.poolKey(), state: ss.stateKey()}, n, now, conf.Pipelining.LateAfter)
-	if open {
-		pipe = ss.openPipe(be, pg)
-		now = time.Now() // the wait for a connection is not the read's time in the pipe
-	}
+	pipe, pg, now := ss.joinPipe(be, n, conf)
 	if pipe == nil {
-		if late {
-			ss.srv.metrics.pipesLate()
-		}
-		return false, nil
-	}
-	if conn := pipe.Lease().Conn(); conn.globals < ss.cluster.globals.Load() {
-		// A SET GLOBAL since it logged in: its defaults are old.
-		pg.drop(pipe)
-		endPipe(pipe, pipe.Retire())
 		return false, nil
 	}
 	// The protections' backend-chosen point (load shedding), once the
@@ -386,6 +372,32 @@ func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *
 // session state changed on the shared connection.
 var errPipeStateChanged = errors.New("a pipelined read changed session state on a shared connection")
 
+// joinPipe returns the pipe of be the session's read is to join (nil:
+// none, the read goes the usual way), with its group and the time to
+// send at, opening one when take says so, and retiring one whose
+// connection logged in before a SET GLOBAL.
+func (ss *Session) joinPipe(be *backend, n int, conf *config.Cluster) (*pools.Pipe[*backendConn], *pipeGroup, time.Time) {
+	now := time.Now()
+	pipe, pg, open, late := be.pipes.take(pipeKey{account: ss.poolKey(), state: ss.stateKey()}, n, now, conf.Pipelining.LateAfter)
+	if open {
+		pipe = ss.openPipe(be, pg)
+		now = time.Now() // the wait for a connection is not the read's time in the pipe
+	}
+	if pipe == nil {
+		if late {
+			ss.srv.metrics.pipesLate()
+		}
+		return nil, nil, now
+	}
+	if conn := pipe.Lease().Conn(); conn.globals < ss.cluster.globals.Load() {
+		// A SET GLOBAL since it logged in: its defaults are old.
+		pg.drop(pipe)
+		endPipe(pipe, pipe.Retire())
+		return nil, nil, now
+	}
+	return pipe, pg, now
+}
+
 // pipelinedDiag records what the pipelined read sql (routed route,
 // answered res on turn t of pipe) left for ROW_COUNT(), FOUND_ROWS() and
 // SHOW WARNINGS. What only its connection holds (conditions: warnings, an
@@ -442,11 +454,7 @@ func skipPrelude(conn *backendConn, t *pools.Turn) error {
 		return nil // the read before read it: the sequence id follows it
 	}
 	conn.SetSeq(1)
-	more, err := conn.SkipResult()
-	if err == nil && !more {
-		err = errNoReadBehindPrelude
-	}
-	return err
+	return readPrelude(conn, nil)
 }
 
 // errNoReadBehindPrelude: the answer of a pipelined read's prelude said
@@ -454,12 +462,12 @@ func skipPrelude(conn *backendConn, t *pools.Turn) error {
 var errNoReadBehindPrelude = errors.New("the answer of a pipelined read's prelude claims no read behind it")
 
 // readPrelude reads the answer of a pipelined read's prelude from conn,
-// its sequence id set, handing each row to row. Any error (SHOW WARNINGS
-// fails only when the connection is being killed, and then the read
-// behind it is not run) leaves the pipe to be broken.
+// its sequence id set, handing each row to row (nil: it allocates
+// nothing). Any error (SHOW WARNINGS fails only when the connection is
+// being killed, and then the read behind it is not run) leaves the pipe
+// to be broken.
 func readPrelude(conn *backendConn, row func([][]byte)) error {
-	var end wire.OK
-	more, err := conn.ReadResult(row, &end)
+	more, err := conn.ReadResult(row, nil)
 	if err == nil && !more {
 		err = errNoReadBehindPrelude
 	}

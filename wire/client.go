@@ -372,47 +372,15 @@ func (bc *BackendConn) query(query string, row func([][]byte), last *OK) error {
 	}
 }
 
-// SkipResult is ReadResult for a result whose rows and OK the caller does
-// not want: it allocates nothing.
-func (bc *BackendConn) SkipResult() (more bool, err error) {
-	p, err := bc.ReadPacket()
-	switch {
-	case err != nil:
-		return false, err
-	case IsERR(p):
-		return false, ParseERR(p)
-	case IsOK(p):
-		ok, _ := ParseOK(p)
-		return ok.Status&StatusMoreResults != 0, nil
-	}
-	ncols, _, ok := readLenEnc(p)
-	if !ok || len(p) > 0 && p[0] == localInfileHeader {
-		return false, ErrMalformed
-	}
-	if err := bc.skipDefinitions(int(ncols)); err != nil {
-		return false, err
-	}
-	for {
-		p, err := bc.ReadPacket()
-		switch {
-		case err != nil:
-			return false, err
-		case IsERR(p):
-			return false, ParseERR(p)
-		case bc.isEnd(p):
-			_, st := endStatus(p)
-			return st&StatusMoreResults != 0, nil
-		}
-	}
-}
-
 // ReadResult reads one result of the answer to a command already written
 // (an OK, an ERR or a result set, whose rows it hands to row as QueryRows
 // does) and reports whether more results follow
-// (SERVER_MORE_RESULTS_EXISTS). last gets the OK, or the status of the
-// result set's end. The sequence id must be the result's first: 1 for
-// the first result of an answer (SetSeq). A backend error comes back as
-// *SQLError; any other error means the connection is broken.
+// (SERVER_MORE_RESULTS_EXISTS). last, when not nil, gets the OK, or the
+// status of the result set's end. With row and last nil it skips the
+// result and allocates nothing. The sequence id must be the result's
+// first: 1 for the first result of an answer (SetSeq). A backend error
+// comes back as *SQLError; any other error means the connection is
+// broken.
 func (bc *BackendConn) ReadResult(row func([][]byte), last *OK) (more bool, err error) {
 	for {
 		p, err := bc.ReadPacket()
@@ -424,7 +392,9 @@ func (bc *BackendConn) ReadResult(row func([][]byte), last *OK) (more bool, err 
 			return false, ParseERR(p)
 		case IsOK(p):
 			ok, _ := ParseOK(p)
-			*last = ok
+			if last != nil {
+				*last = ok
+			}
 			return ok.Status&StatusMoreResults != 0, nil
 		case len(p) > 0 && p[0] == localInfileHeader:
 			if err := bc.WritePacket(nil); err != nil {
@@ -442,7 +412,10 @@ func (bc *BackendConn) ReadResult(row func([][]byte), last *OK) (more bool, err 
 		if err := bc.skipDefinitions(int(ncols)); err != nil {
 			return false, err
 		}
-		vals := make([][]byte, ncols)
+		var vals [][]byte
+		if row != nil {
+			vals = make([][]byte, ncols)
+		}
 		for {
 			p, err := bc.ReadPacket()
 			if err != nil {
@@ -453,8 +426,13 @@ func (bc *BackendConn) ReadResult(row func([][]byte), last *OK) (more bool, err 
 			}
 			if bc.isEnd(p) {
 				_, st := endStatus(p)
-				last.Status = st
+				if last != nil {
+					last.Status = st
+				}
 				return st&StatusMoreResults != 0, nil
+			}
+			if row == nil {
+				continue
 			}
 			rest := p
 			for i := range vals {
