@@ -363,3 +363,33 @@ func TestPipeliningPerSessionState(t *testing.T) {
 		t.Errorf("%v reads pipelined, want 6", n)
 	}
 }
+
+// TestPipeliningIdlePipeClosedByServer: MariaDB may close a connection
+// while it is idle (an administrator's KILL, wait_timeout, a restart),
+// sending an ERR first. A pipe's connection closed so must not hand that
+// ERR to the next read as its answer, nor count as the backend failing:
+// the read gets its row.
+func TestPipeliningIdlePipeClosedByServer(t *testing.T) {
+	consolTable(t, 3, 10)
+	srv := pipeGateway(t, 1)
+	h := srv.HTTPHandler()
+	c := dialRaw(t, srv.Addr().String(), appUser, appPass, 0)
+	const q = "SELECT v FROM e2e.consol WHERE id = 2"
+	if got := pipeRead(t, c, q); !bytes.Contains(got, []byte("\x02v2")) {
+		t.Fatalf("the first read: %q", clip(got))
+	}
+	if n := pipeMetric(t, h, "directgate_pipelined_reads_total"); n != 1 {
+		t.Fatalf("%v reads pipelined, want 1", n)
+	}
+	waitUntil(t, func() bool { return pipeMetric(t, h, "directgate_pipelined_reads_in_flight") == 0 },
+		func() string { return "the read stays in flight" })
+	waitUntil(t, func() bool { return killIdle(t, rootDB(t), backendUser) >= 1 },
+		func() string { return "no idle backend connection to kill" })
+	time.Sleep(100 * time.Millisecond) // the ERR and the close reach the gateway
+	if got := pipeRead(t, c, q); !bytes.Contains(got, []byte("\x02v2")) {
+		t.Fatalf("the read after the pipe's connection was killed: %q", clip(got))
+	}
+	if n := pipeMetric(t, h, "directgate_pipelined_read_fallbacks_total"); n != 0 {
+		t.Fatalf("%v reads fell back: the dead pipe was used", n)
+	}
+}

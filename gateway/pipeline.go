@@ -263,7 +263,7 @@ func (ss *Session) openPipe(be *backend, pg *pipeGroup) (p *pools.Pipe[*backendC
 		}
 		conn.multiStmt = true
 	}
-	return pools.NewPipe(l)
+	return pools.NewPipe(l, time.Now())
 }
 
 // pipelined runs the read p (text sql, routed route) on a pipe when
@@ -393,6 +393,14 @@ func (ss *Session) joinPipe(be *backend, n int, conf *config.Cluster) (*pools.Pi
 		// A SET GLOBAL since it logged in: its defaults are old.
 		pg.drop(pipe)
 		endPipe(pipe, pipe.Retire())
+		return nil, nil, now
+	}
+	if pipe.IdleCheck(now, peekAfterIdle, (*backendConn).PeerClosed) {
+		// Closed by the server while idle (wait_timeout, a KILL, a
+		// restart): not a backend failure; the read goes the usual way,
+		// and the next one opens a new pipe.
+		pg.drop(pipe)
+		endPipe(pipe, true)
 		return nil, nil, now
 	}
 	return pipe, pg, now

@@ -49,8 +49,9 @@ type Pipe[C Conn] struct {
 	retired bool
 	// gone: dead was reported (deadNow), so it is reported once.
 	gone bool
-	// headSent is when the oldest outstanding turn's request was written.
-	headSent time.Time
+	// headSent is when the oldest outstanding turn's request was written,
+	// lastSent when the newest request was.
+	headSent, lastSent time.Time
 }
 
 // Turn is one request's place in a Pipe. A caller with one request in
@@ -91,8 +92,9 @@ var ErrPipeBroken = errors.New("pools: the pipelined connection was abandoned in
 // ErrPipeRetired is returned by Send on a pipe its owner retired.
 var ErrPipeRetired = errors.New("pools: the pipelined connection is retired")
 
-// NewPipe makes a pipe of lease l. The caller keeps ownership of l.
-func NewPipe[C Conn](l *Lease[C]) *Pipe[C] { return &Pipe[C]{lease: l} }
+// NewPipe makes a pipe of lease l, just taken (IdleCheck counts its idle
+// time from now). The caller keeps ownership of l.
+func NewPipe[C Conn](l *Lease[C], now time.Time) *Pipe[C] { return &Pipe[C]{lease: l, lastSent: now} }
 
 // Lease returns the pipe's lease.
 func (p *Pipe[C]) Lease() *Lease[C] { return p.lease }
@@ -111,6 +113,22 @@ func (p *Pipe[C]) Busy(now time.Time, d time.Duration) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.depth > 0 && now.Sub(p.headSent) > d
+}
+
+// IdleCheck runs closed with the connection, under the pipe's lock, when
+// no turn is outstanding and no request was written for longer than d
+// before now; closed reports whether the server has closed the
+// connection (an idle connection is closed past wait_timeout, with an
+// ERR the next request would take for its answer). The pipe is then
+// broken and retired, and dead reports it: the caller destroys the lease.
+func (p *Pipe[C]) IdleCheck(now time.Time, d time.Duration, closed func(C) bool) (dead bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.depth > 0 || p.broken || p.retired || now.Sub(p.lastSent) <= d || !closed(p.lease.Conn()) {
+		return false
+	}
+	p.broken, p.retired = true, true
+	return p.deadNow()
 }
 
 // Send writes a request with write, under the pipe's lock, and queues t
@@ -140,7 +158,7 @@ func (p *Pipe[C]) Send(t *Turn, now time.Time, write func(c C, behind bool) (pre
 		return p.deadNow(), err
 	}
 	t.prelude = prelude && p.last != nil
-	t.sent = now
+	t.sent, p.lastSent = now, now
 	if p.depth == 0 {
 		p.headSent = now
 	}

@@ -41,7 +41,7 @@ func pipeOf(t *testing.T) *Pipe[*fakeConn] {
 		t.Fatal(err)
 	}
 	t.Cleanup(l.Release)
-	return NewPipe(l)
+	return NewPipe(l, time.Time{})
 }
 
 // TestPipeAnswersInOrder: callers that share a pipe each read their own
@@ -316,5 +316,39 @@ func TestPipeBusy(t *testing.T) {
 	pipe.Done(b, true)
 	if pipe.Busy(t0.Add(time.Hour), late) {
 		t.Fatal("an idle pipe is late")
+	}
+}
+
+// TestPipeIdleCheck: the check runs only on a pipe with nothing
+// outstanding and nothing written for longer than the bound; a pipe found
+// closed is reported dead once and takes no more requests.
+func TestPipeIdleCheck(t *testing.T) {
+	pipe := pipeOf(t)
+	t0 := time.Unix(1000, 0)
+	write := func(*fakeConn, bool) (bool, error) { return false, nil }
+	checks := 0
+	closed := func(*fakeConn) bool { checks++; return true }
+	turn := new(Turn)
+	if _, err := pipe.Send(turn, t0, write); err != nil {
+		t.Fatal(err)
+	}
+	if pipe.IdleCheck(t0.Add(time.Hour), time.Millisecond, closed) || checks != 0 {
+		t.Fatal("checked a pipe with a request outstanding")
+	}
+	if _, err := pipe.Wait(turn); err != nil {
+		t.Fatal(err)
+	}
+	pipe.Done(turn, true)
+	if pipe.IdleCheck(t0.Add(time.Millisecond/2), time.Millisecond, closed) || checks != 0 {
+		t.Fatal("checked a pipe written to within the bound")
+	}
+	if !pipe.IdleCheck(t0.Add(2*time.Millisecond), time.Millisecond, closed) || checks != 1 || !pipe.Broken() {
+		t.Fatal("a pipe found closed is not reported dead and broken")
+	}
+	if pipe.IdleCheck(t0.Add(time.Hour), time.Millisecond, closed) {
+		t.Fatal("dead reported twice")
+	}
+	if _, err := pipe.Send(new(Turn), t0.Add(time.Hour), write); !errors.Is(err, ErrPipeBroken) {
+		t.Fatalf("send on a pipe found closed: %v", err)
 	}
 }
