@@ -370,8 +370,8 @@ type Cluster struct {
 // session reads its answer when the answers before it are read. MariaDB
 // then finds the next read waiting when it ends one. Its cost: a read
 // that is slow (a lock wait, a big scan) delays the reads queued behind
-// it, until LateAfter stops new ones from joining; KILL QUERY does not
-// stop a pipelined read; and Warnings.
+// it (and a KILL QUERY of a read so queued takes effect only when its
+// turn comes), until LateAfter stops new ones from joining; and Warnings.
 type Pipelining struct {
 	// Connections is the number of connections per backend and backend
 	// account that carry pipelined reads, taken from the pool (over every

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"database/sql"
+	"encoding/binary"
 	"fmt"
 	"net/http"
 	"strings"
@@ -391,5 +392,54 @@ func TestPipeliningIdlePipeClosedByServer(t *testing.T) {
 	}
 	if n := pipeMetric(t, h, "directgate_pipelined_read_fallbacks_total"); n != 0 {
 		t.Fatalf("%v reads fell back: the dead pipe was used", n)
+	}
+}
+
+// TestPipeliningKillQuery: KILL QUERY of a session whose pipelined read
+// runs (here waiting on a table lock) interrupts it as MariaDB would
+// (1317, at once, the lock still held), and the read queued behind it on
+// the pipe, which a late kill could have hit, runs the usual way and gets
+// its row. The killed session goes on.
+func TestPipeliningKillQuery(t *testing.T) {
+	consolTable(t, 3, 10)
+	srv := pipeGateway(t, 1)
+	h := srv.HTTPHandler()
+	addr := srv.Addr().String()
+	c, other, killer := dialRaw(t, addr, appUser, appPass, 0), dialRaw(t, addr, appUser, appPass, 0), dialRaw(t, addr, appUser, appPass, 0)
+	const locked, behind = "SELECT v FROM e2e.consol WHERE id = 2", "SELECT v FROM e2e.consol WHERE id = 1"
+	pipeRead(t, c, behind) // the gateway knows its primary; the pipe is open
+	unlock := lockTable(t)
+	if err := c.WriteCommand(append([]byte{wire.ComQuery}, locked...)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { return inMariaDB(t, locked) == 1 }, func() string { return "the read is not waiting in MariaDB" })
+	if err := other.WriteCommand(append([]byte{wire.ComQuery}, behind...)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { return pipeMetric(t, h, "directgate_pipelined_reads_in_flight") == 2 },
+		func() string { return "the second read did not join the pipe" })
+	if got := pipeRead(t, killer, fmt.Sprintf("KILL QUERY %d", c.Greeting.ConnectionID)); len(got) < 5 || got[4] != 0 {
+		t.Fatalf("KILL QUERY: %q", clip(got))
+	}
+	// A bound for a read the kill did not reach (the failure), not a measure.
+	if err := c.NetConn().SetReadDeadline(time.Now().Add(20 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	got := rawResult(t, c.Conn, false)
+	if len(got) < 7 || !wire.IsERR(got[4:]) || binary.LittleEndian.Uint16(got[5:7]) != 1317 {
+		t.Fatalf("the killed read: %q, want ERR 1317", clip(got))
+	}
+	unlock()
+	if got := rawResult(t, other.Conn, false); !bytes.Contains(got, []byte("\x02v1")) {
+		t.Fatalf("the read behind: %q, want the row of id 1", clip(got))
+	}
+	if n := pipeMetric(t, h, "directgate_pipelined_read_fallbacks_total"); n != 1 {
+		t.Fatalf("%v reads fell back, want 1: the read behind the killed one", n)
+	}
+	if err := c.NetConn().SetReadDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := pipeRead(t, c, locked); !bytes.Contains(got, []byte("\x02v2")) {
+		t.Fatalf("the killed session's next read: %q", clip(got))
 	}
 }

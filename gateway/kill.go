@@ -149,6 +149,9 @@ func (ss *Session) killStatement(closeFirst bool) error {
 	if closeFirst {
 		ss.ForceClose()
 	}
+	if pk := ss.pipeKill.Load(); pk != nil {
+		return pk.kill()
+	}
 	if bc == nil || bc.be == nil {
 		return nil
 	}

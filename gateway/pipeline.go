@@ -296,6 +296,11 @@ func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *
 	if e != nil {
 		return true, ss.writeErr(e)
 	}
+	pk := ss.beginPipeKill()
+	defer ss.endPipeKill()
+	if ss.stmtWaits.killed.Load() {
+		return false, nil // killed before it was sent: the usual path answers 1317
+	}
 	t := &ss.pipeTurn
 	listed := conf.Pipelining.Warnings != config.PipeWarningsCounted
 	dead, err := pipe.Send(t, now, func(c *backendConn, behind bool) (bool, error) {
@@ -316,9 +321,13 @@ func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *
 	defer ss.srv.metrics.pipeTurn(-1)
 	conn, err := pipe.Wait(t)
 	if err == nil {
+		if kerr := pk.head(conn); kerr != nil {
+			ss.log.Warn("KILL QUERY of a pipelined read failed", "backend", conn.addr, "error", kerr)
+		}
 		err = skipPrelude(conn, t)
 	}
 	if err != nil {
+		pk.end()
 		pg.drop(pipe)
 		endPipe(pipe, pipe.Done(t, false))
 		ss.srv.metrics.pipeFallback(false)
@@ -338,6 +347,9 @@ func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *
 			ss.status = res.Status
 		}
 		readAll = ss.pipelinedDiag(pipe, t, route, res, sql)
+	}
+	if pk.end() {
+		readAll = false // a KILL QUERY went to the pipe's thread: see pipeKill
 	}
 	// (An error's answer has no status: res.Status is the hint.)
 	changed := readAll && (len(res.Track) > 0 || res.Err == nil &&
@@ -404,6 +416,80 @@ func (ss *Session) joinPipe(be *backend, n int, conf *config.Cluster) (*pools.Pi
 		return nil, nil, now
 	}
 	return pipe, pg, now
+}
+
+// pipeKill is what KILL QUERY needs of a session's pipelined read: the
+// read's pipe connection once its turn has come (the head of the pipe),
+// and whether a kill was asked for and sent. A kill is sent only while
+// the read's turn holds the connection: before, the statement running
+// there is another session's; after Done, the turns behind relay. It is
+// KILL QUERY of the pipe's thread, and the pipe is then broken, so that
+// if the kill lands on a read behind (the killed read had ended on the
+// server, its answer not yet relayed), that read's answer is never
+// relayed: it runs again the usual way, as the reads behind a broken pipe
+// do.
+type pipeKill struct {
+	mu     sync.Mutex
+	conn   *backendConn
+	killed bool
+	sent   bool
+}
+
+// kill asks for the read's kill (KILL QUERY of its session), sending it
+// now when the read's turn has come.
+func (pk *pipeKill) kill() error {
+	pk.mu.Lock()
+	defer pk.mu.Unlock()
+	pk.killed = true
+	return pk.sendLocked()
+}
+
+// head records that the read's turn came, on conn, and sends a kill
+// asked for while it waited.
+func (pk *pipeKill) head(conn *backendConn) error {
+	pk.mu.Lock()
+	defer pk.mu.Unlock()
+	pk.conn = conn
+	return pk.sendLocked()
+}
+
+// sendLocked sends the kill, once, when it was asked for and the read's
+// turn has come. pk.mu is held, so that end waits for it.
+func (pk *pipeKill) sendLocked() error {
+	if !pk.killed || pk.sent || pk.conn == nil {
+		return nil
+	}
+	pk.sent = true
+	return pk.conn.be.killQuery(pk.conn)
+}
+
+// beginPipeKill publishes the session's pipeKill, reset, for a read
+// about to be pipelined.
+func (ss *Session) beginPipeKill() *pipeKill {
+	pk := &ss.pipeKillState
+	pk.mu.Lock()
+	pk.conn, pk.killed, pk.sent = nil, false, false
+	pk.mu.Unlock()
+	ss.pipeKill.Store(pk)
+	return pk
+}
+
+// endPipeKill takes the session's pipeKill back once the read is done:
+// under killMu, so that a KILL that found it has finished with it before
+// the next read resets it.
+func (ss *Session) endPipeKill() {
+	ss.killMu.Lock()
+	ss.pipeKill.Store(nil)
+	ss.killMu.Unlock()
+}
+
+// end closes the window for kills (before the turn's Done) and reports
+// whether one was sent.
+func (pk *pipeKill) end() (sent bool) {
+	pk.mu.Lock()
+	defer pk.mu.Unlock()
+	pk.conn = nil
+	return pk.sent
 }
 
 // pipelinedDiag records what the pipelined read sql (routed route,

@@ -100,6 +100,9 @@ type exchanging struct {
 	// its pipelined read (pipeline.go).
 	pipeTurn pools.Turn
 	pipeBuf  []byte
+	// pipeKillState is the pipeKill of the read (published in pipeKill
+	// while it is in flight).
+	pipeKillState pipeKill
 }
 
 // clientSide is the session's client connection: socket, negotiated
@@ -162,6 +165,9 @@ type sessionView struct {
 	// inFlight is the backend connection of the statement being relayed,
 	// so a forced shutdown can cut a statement that waits on the backend.
 	inFlight atomic.Pointer[backendConn]
+	// pipeKill is the session's pipelined read in flight, for KILL QUERY
+	// (pipeline.go); nil when none is.
+	pipeKill atomic.Pointer[pipeKill]
 	// cut is set when the gateway itself cuts the session (KILL, forced
 	// shutdown): the backend connection it closes is not a backend
 	// failure, and nothing is retried.
