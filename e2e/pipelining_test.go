@@ -25,7 +25,13 @@ func pipeGateway(t *testing.T, n int, more ...string) *gateway.Server {
 // pipeGatewayConf is pipeGateway with the whole pipelining setting.
 func pipeGatewayConf(t *testing.T, pipelining string, more ...string) *gateway.Server {
 	t.Helper()
-	yaml := clusterYAML(0, backendUser, backendPass, "{size: 8, min_idle: 2, acquire_timeout: 30s}",
+	return pipeGatewayAs(t, backendUser, backendPass, pipelining, more...)
+}
+
+// pipeGatewayAs is pipeGatewayConf with the backend account user.
+func pipeGatewayAs(t *testing.T, user, pass, pipelining string, more ...string) *gateway.Server {
+	t.Helper()
+	yaml := clusterYAML(0, user, pass, "{size: 8, min_idle: 2, acquire_timeout: 30s}",
 		append([]string{"pipelining: " + pipelining}, more...)...)
 	return startTestGateway(t, "pipelining", strings.Replace(yaml, `http_listen: "off"`, "http_listen: 127.0.0.1:0", 1))
 }
@@ -372,7 +378,10 @@ func TestPipeliningPerSessionState(t *testing.T) {
 // the read gets its row.
 func TestPipeliningIdlePipeClosedByServer(t *testing.T) {
 	consolTable(t, 3, 10)
-	srv := pipeGateway(t, 1)
+	// A backend account of its own: the test kills its idle connections.
+	const user, pass = "pipeidle", "pipeidle-secret"
+	ensureAccount(t, user, pass)
+	srv := pipeGatewayAs(t, user, pass, "{connections: 1}")
 	h := srv.HTTPHandler()
 	c := dialRaw(t, srv.Addr().String(), appUser, appPass, 0)
 	const q = "SELECT v FROM e2e.consol WHERE id = 2"
@@ -384,7 +393,7 @@ func TestPipeliningIdlePipeClosedByServer(t *testing.T) {
 	}
 	waitUntil(t, func() bool { return pipeMetric(t, h, "directgate_pipelined_reads_in_flight") == 0 },
 		func() string { return "the read stays in flight" })
-	waitUntil(t, func() bool { return killIdle(t, rootDB(t), backendUser) >= 1 },
+	waitUntil(t, func() bool { return killIdle(t, rootDB(t), user) >= 1 },
 		func() string { return "no idle backend connection to kill" })
 	time.Sleep(100 * time.Millisecond) // the ERR and the close reach the gateway
 	if got := pipeRead(t, c, q); !bytes.Contains(got, []byte("\x02v2")) {
