@@ -302,19 +302,7 @@ func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *
 		return false, nil // killed before it was sent: the usual path answers 1317
 	}
 	t := &ss.pipeTurn
-	listed := conf.Pipelining.Warnings != config.PipeWarningsCounted
-	dead, err := pipe.Send(t, now, func(c *backendConn, behind bool) (bool, error) {
-		var err error
-		if behind && listed && c.multiStmt {
-			ss.pipeBuf, err = c.WritePipelined(ss.pipeBuf, []byte(pipePrelude), p[1:])
-			return true, err
-		}
-		ss.pipeBuf, err = c.WritePipelined(ss.pipeBuf, nil, p)
-		return false, err
-	})
-	if err != nil {
-		pg.drop(pipe)
-		endPipe(pipe, dead)
+	if !ss.sendPipelined(pipe, pg, t, p, conf, now) {
 		return false, nil
 	}
 	ss.srv.metrics.pipeTurn(1)
@@ -383,6 +371,29 @@ func (ss *Session) pipelined(p []byte, sql string, route querypath.Route, conf *
 // errPipeStateChanged ends a session whose pipelined read came back with
 // session state changed on the shared connection.
 var errPipeStateChanged = errors.New("a pipelined read changed session state on a shared connection")
+
+// sendPipelined writes the read p to pipe on turn t at now, after its
+// prelude when it is written behind another and warnings are listed.
+// false: the write failed, the pipe is dropped, and the read goes the
+// usual way.
+func (ss *Session) sendPipelined(pipe *pools.Pipe[*backendConn], pg *pipeGroup, t *pools.Turn, p []byte, conf *config.Cluster, now time.Time) bool {
+	listed := conf.Pipelining.Warnings != config.PipeWarningsCounted
+	dead, err := pipe.Send(t, now, func(c *backendConn, behind bool) (bool, error) {
+		var err error
+		if behind && listed && c.multiStmt {
+			ss.pipeBuf, err = c.WritePipelined(ss.pipeBuf, []byte(pipePrelude), p[1:])
+			return true, err
+		}
+		ss.pipeBuf, err = c.WritePipelined(ss.pipeBuf, nil, p)
+		return false, err
+	})
+	if err != nil {
+		pg.drop(pipe)
+		endPipe(pipe, dead)
+		return false
+	}
+	return true
+}
 
 // joinPipe returns the pipe of be the session's read is to join (nil:
 // none, the read goes the usual way), with its group and the time to
