@@ -123,11 +123,11 @@ func (g *pipeGroups) take(k pipeKey, n int, now time.Time, late time.Duration) (
 	best, bestDepth := -1, 0
 	for i := range pg.pipes {
 		j := (pg.next + i) % len(pg.pipes)
-		if pg.pipes[j].Busy(now, late) {
+		busy, d := pg.pipes[j].Busy(now, late)
+		if busy {
 			wasLate = true
 			continue
 		}
-		d := pg.pipes[j].Depth()
 		if best < 0 || d < bestDepth {
 			best, bestDepth = j, d
 		}

@@ -107,12 +107,13 @@ func (p *Pipe[C]) Depth() int {
 }
 
 // Busy reports whether the oldest outstanding turn's request was written
-// more than d before now: its answer is late (a slow statement, a lock
-// wait), and a request sent now would wait for it too.
-func (p *Pipe[C]) Busy(now time.Time, d time.Duration) bool {
+// more than d before now (its answer is late: a slow statement, a lock
+// wait, and a request sent now would wait for it too), and the number of
+// outstanding turns (Depth), under one lock.
+func (p *Pipe[C]) Busy(now time.Time, d time.Duration) (busy bool, depth int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.depth > 0 && now.Sub(p.headSent) > d
+	return p.depth > 0 && now.Sub(p.headSent) > d, p.depth
 }
 
 // IdleCheck runs closed with the connection, under the pipe's lock, when

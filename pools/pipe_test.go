@@ -300,21 +300,22 @@ func TestPipeBusy(t *testing.T) {
 		}
 	}
 	const late = 5 * time.Millisecond
-	if pipe.Busy(t0.Add(4*time.Millisecond), late) || !pipe.Busy(t0.Add(6*time.Millisecond), late) {
+	busy := func(at time.Time) bool { b, _ := pipe.Busy(at, late); return b }
+	if busy(t0.Add(4*time.Millisecond)) || !busy(t0.Add(6*time.Millisecond)) {
 		t.Fatal("the first request's age does not decide")
 	}
 	if _, err := pipe.Wait(a); err != nil {
 		t.Fatal(err)
 	}
 	pipe.Done(a, true)
-	if pipe.Busy(t0.Add(14*time.Millisecond), late) || !pipe.Busy(t0.Add(16*time.Millisecond), late) {
+	if busy(t0.Add(14*time.Millisecond)) || !busy(t0.Add(16*time.Millisecond)) {
 		t.Fatal("once the first is done, the second request's age does not decide")
 	}
 	if _, err := pipe.Wait(b); err != nil {
 		t.Fatal(err)
 	}
 	pipe.Done(b, true)
-	if pipe.Busy(t0.Add(time.Hour), late) {
+	if busy(t0.Add(time.Hour)) {
 		t.Fatal("an idle pipe is late")
 	}
 }
